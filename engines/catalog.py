@@ -1,0 +1,305 @@
+"""Engine catalogs: `engines/<engine>.yaml` loaded into a typed, validated `EngineSpec`.
+
+A catalog is data about what an engine exposes: every series exactly as scraped, its type,
+labels and the versions that export it, and which series feeds each signal (role).
+Capabilities (has an ITL histogram? a preemption counter?) are derived from the roles,
+never hard-coded per engine. Every inconsistency is a one-line `LlmdashError` that names
+the file and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+from engines.errors import LlmdashError
+
+CATALOG_DIR = Path(__file__).resolve().parent
+
+METRIC_TYPES = ("counter", "gauge", "histogram")
+EXPORTERS = {
+    # prometheus_client appends _total to counters; prometheus-cpp (Triton) keeps names as declared.
+    "prometheus_client": "_total",
+    "prometheus_cpp": "",
+}
+HISTOGRAM_PARTS = ("bucket", "sum", "count")
+
+# Role -> metric types a source of that role may have. `part` turns a histogram into a counter.
+ROLES = {
+    "throughput": ("counter",),
+    "requests": ("counter",),
+    "ttft": ("histogram",),
+    "itl": ("histogram",),
+    "tpot": ("histogram",),
+    "preemptions": ("counter", "gauge"),
+    "preemptions_per_request": ("histogram",),
+    "retracted_input_tokens": ("counter",),
+    "retracted_output_tokens": ("counter",),
+    "kv_usage": ("gauge",),
+    "waiting": ("gauge",),
+    "running": ("gauge",),
+}
+REQUIRED_ROLES = ("throughput", "requests", "kv_usage", "waiting", "running")
+UNITS = ("seconds", "milliseconds", "ratio", "tokens", "preemptions", None)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: str
+    labels: tuple[str, ...]
+    since: Version
+    removed_in: Version | None
+    hidden_in: Version | None
+    unit: str | None
+    buckets: tuple[float, ...] | None
+    help: str
+
+    @property
+    def exposed_until(self) -> Version | None:
+        """First version that no longer exports the series by default (hidden counts as gone)."""
+        return self.hidden_in or self.removed_in
+
+    def exposed_in(self, first: Version, last: Version) -> bool:
+        """True when some version in [first, last] exports this series."""
+        until = self.exposed_until
+        return self.since <= last and (until is None or until > first)
+
+    @property
+    def scraped_series(self) -> tuple[str, ...]:
+        if self.type == "histogram":
+            return tuple(f"{self.name}_{part}" for part in HISTOGRAM_PARTS)
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One series feeding a signal; a signal's sources are fallbacks, newest first."""
+
+    metric: Metric
+    match: tuple[tuple[str, str], ...] = ()
+    part: str | None = None  # "sum"/"count" of a histogram used as a counter
+
+    @property
+    def series(self) -> str:
+        return f"{self.metric.name}_{self.part}" if self.part else self.metric.name
+
+    @property
+    def kind(self) -> str:
+        return "counter" if self.part else self.metric.type
+
+
+@dataclass(frozen=True)
+class Signal:
+    role: str
+    sources: tuple[Source, ...]
+    note: str = ""
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [source.series for source in self.sources]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    id: str
+    title: str
+    exporter: str
+    model_label: str
+    supported_from: Version
+    supported_to: Version
+    metrics: dict[str, Metric]
+    signals: dict[str, Signal]
+    path: Path = field(compare=False)
+
+    def has(self, role: str) -> bool:
+        signal = self.signals.get(role)
+        return bool(signal and signal.sources)
+
+    def signal(self, role: str) -> Signal:
+        return self.signals[role]
+
+    def note(self, role: str) -> str:
+        signal = self.signals.get(role)
+        return signal.note if signal else ""
+
+    def coverage(self, role: str) -> tuple[Version, Version | None] | None:
+        """Versions in which at least one source of `role` is exported (earliest since, latest until)."""
+        if not self.has(role):
+            return None
+        metrics = [s.metric for s in self.signal(role).sources]
+        until = [m.exposed_until for m in metrics]
+        return min(m.since for m in metrics), (None if None in until else max(until))
+
+    @property
+    def versions(self) -> str:
+        return f"{self.supported_from}–{self.supported_to}"
+
+
+def available_engines(directory: Path = CATALOG_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_engine(engine: str, directory: Path = CATALOG_DIR) -> EngineSpec:
+    path = directory / f"{engine}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_engines(directory)) or "none"
+        raise LlmdashError(f"unknown engine {engine!r}: no catalog {path.name} (known: {known})")
+    return load_catalog(path)
+
+
+def load_all(directory: Path = CATALOG_DIR) -> dict[str, EngineSpec]:
+    return {name: load_engine(name, directory) for name in available_engines(directory)}
+
+
+def load_catalog(path: Path) -> EngineSpec:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise LlmdashError(f"{path}:{where} malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    except OSError as exc:
+        raise LlmdashError(f"{path}: cannot read ({exc.strerror})") from None
+    return _Parser(path).engine(data)
+
+
+class _Parser:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> LlmdashError:
+        return LlmdashError(f"{self.path}: {key}: {problem}")
+
+    def mapping(self, value, key: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        for name in required:
+            if name not in value:
+                raise self.fail(f"{key}.{name}" if key else name, "missing")
+        for name in value:
+            if name not in required + optional:
+                raise self.fail(f"{key}.{name}" if key else str(name), "unknown key")
+        return value
+
+    def text(self, value, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, "expected a non-empty string")
+        return value
+
+    def version(self, value, key: str) -> Version:
+        try:
+            return Version(str(value))
+        except InvalidVersion:
+            raise self.fail(key, f"not a version: {value!r}") from None
+
+    def engine(self, data) -> EngineSpec:
+        if data is None:
+            raise self.fail("engine", "missing (empty file)")
+        data = self.mapping(data, "", ("engine", "title", "exporter", "model_label", "supported", "metrics", "signals"))
+        engine = self.text(data["engine"], "engine")
+        if engine != self.path.stem:
+            raise self.fail("engine", f"{engine!r} does not match the file name {self.path.stem!r}")
+        exporter = data["exporter"]
+        if exporter not in EXPORTERS:
+            raise self.fail("exporter", f"expected one of {', '.join(EXPORTERS)}, got {exporter!r}")
+        supported = self.mapping(data["supported"], "supported", ("from", "to"))
+        first = self.version(supported["from"], "supported.from")
+        last = self.version(supported["to"], "supported.to")
+        if first > last:
+            raise self.fail("supported", f"from {first} is after to {last}")
+        model_label = self.text(data["model_label"], "model_label")
+        if not isinstance(data["metrics"], dict) or not data["metrics"]:
+            raise self.fail("metrics", "expected a non-empty mapping of series name to metric")
+        metrics = {name: self.metric(name, body, exporter) for name, body in data["metrics"].items()}
+        for metric in metrics.values():
+            if not metric.exposed_in(first, last):
+                raise self.fail(f"metrics.{metric.name}", f"not exported by any supported version {first}–{last}")
+        if not isinstance(data["signals"], dict):
+            raise self.fail("signals", "expected a mapping of role to signal")
+        signals = {role: self.signal(role, body, metrics, model_label) for role, body in data["signals"].items()}
+        for role in REQUIRED_ROLES:
+            if role not in signals or not signals[role].sources:
+                raise self.fail(f"signals.{role}", "missing (every dashboard needs it)")
+        if not any(signals.get(r) and signals[r].sources for r in ("itl", "tpot", "ttft")):
+            raise self.fail("signals", "no latency histogram (itl, tpot or ttft)")
+        return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last,
+                          metrics, signals, self.path)
+
+    def metric(self, name, body, exporter: str) -> Metric:
+        key = f"metrics.{name}"
+        body = self.mapping(body, key, ("type", "labels", "since", "help"),
+                            ("unit", "buckets", "removed_in", "hidden_in"))
+        kind = body["type"]
+        if kind not in METRIC_TYPES:
+            raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {kind!r}")
+        suffix = EXPORTERS[exporter]
+        if kind == "counter" and suffix and not name.endswith(suffix):
+            raise self.fail(key, f"a {exporter} counter scrapes with a {suffix} suffix; write it as {name}{suffix}")
+        if kind == "histogram" and name.endswith(tuple(f"_{p}" for p in HISTOGRAM_PARTS)):
+            raise self.fail(key, "name a histogram by its family, without _bucket/_sum/_count")
+        labels = body["labels"]
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise self.fail(f"{key}.labels", "expected a list of label names")
+        unit = body.get("unit")
+        if unit not in UNITS:
+            raise self.fail(f"{key}.unit", f"expected one of {', '.join(u for u in UNITS if u)}, got {unit!r}")
+        buckets = body.get("buckets")
+        if buckets is not None:
+            if kind != "histogram":
+                raise self.fail(f"{key}.buckets", "only histograms have buckets")
+            if (not isinstance(buckets, list) or not buckets
+                    or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets)):
+                raise self.fail(f"{key}.buckets", "expected a list of numbers")
+            if any(b >= c for b, c in zip(buckets, buckets[1:])):
+                raise self.fail(f"{key}.buckets", "bounds must be strictly increasing")
+            buckets = tuple(float(b) for b in buckets)
+        since = self.version(body["since"], f"{key}.since")
+        removed = self.version(body["removed_in"], f"{key}.removed_in") if "removed_in" in body else None
+        hidden = self.version(body["hidden_in"], f"{key}.hidden_in") if "hidden_in" in body else None
+        for bound, label in ((removed, "removed_in"), (hidden, "hidden_in")):
+            if bound is not None and bound <= since:
+                raise self.fail(f"{key}.{label}", f"{bound} is not after since {since}")
+        return Metric(name, kind, tuple(labels), since, removed, hidden, unit, buckets,
+                      self.text(body["help"], f"{key}.help"))
+
+    def signal(self, role, body, metrics: dict[str, Metric], model_label: str) -> Signal:
+        key = f"signals.{role}"
+        if role not in ROLES:
+            raise self.fail(key, f"unknown role (known: {', '.join(ROLES)})")
+        body = self.mapping(body, key, ("sources",), ("note",))
+        if not isinstance(body["sources"], list):
+            raise self.fail(f"{key}.sources", "expected a list")
+        if not body["sources"] and not body.get("note"):
+            raise self.fail(f"{key}.note", "a signal with no sources must say why in a note")
+        sources = tuple(self.source(f"{key}.sources[{i}]", s, metrics, role, model_label)
+                        for i, s in enumerate(body["sources"]))
+        note = body.get("note", "")
+        return Signal(role, sources, self.text(note, f"{key}.note") if note else "")
+
+    def source(self, key, body, metrics, role, model_label) -> Source:
+        body = self.mapping(body, key, ("metric",), ("match", "part"))
+        name = body["metric"]
+        if name not in metrics:
+            raise self.fail(f"{key}.metric", f"{name!r} is not in this catalog's metrics")
+        metric = metrics[name]
+        part = body.get("part")
+        if part is not None and (metric.type != "histogram" or part not in ("sum", "count")):
+            raise self.fail(f"{key}.part", "only a histogram's sum or count can stand in for a counter")
+        kind = "counter" if part else metric.type
+        if kind not in ROLES[role]:
+            raise self.fail(key, f"{name} is a {kind}; role {role} needs a {' or '.join(ROLES[role])}")
+        match = body.get("match") or {}
+        if not isinstance(match, dict):
+            raise self.fail(f"{key}.match", "expected a mapping of label to value")
+        for label, value in match.items():
+            if label not in metric.labels:
+                raise self.fail(f"{key}.match.{label}", f"{name} has no label {label!r}")
+            if not isinstance(value, str):
+                raise self.fail(f"{key}.match.{label}", "label values are strings (quote them)")
+        if model_label not in metric.labels:
+            raise self.fail(f"{key}.metric", f"{name} lacks the model label {model_label!r}")
+        return Source(metric, tuple(sorted(match.items())), part)
