@@ -1,0 +1,98 @@
+"""`llmdash publish` and `llmdash provision`: the two ways dashboards reach a Grafana.
+
+Credentials are read from the environment or a file only; there is deliberately no
+`--token` or `--password` option, so secrets stay out of shell history and `ps`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from dashboards.build import build_dashboards
+from dashboards.config import load_config
+from dashboards.grafana import LegacyApi, resolve_connection
+from dashboards.provision import DEFAULT_GRAFANA_PATH, write_provisioning
+from dashboards.publish import PublishOptions, git_revision, publish
+from engines.errors import LlmdashError
+
+
+def _selected(config, names: tuple[str, ...]) -> dict[str, dict]:
+    dashboards = build_dashboards(config)
+    unknown = [n for n in names if n not in dashboards]
+    if unknown:
+        raise LlmdashError(f"unknown dashboard {', '.join(unknown)} (built: {', '.join(sorted(dashboards))})")
+    return {n: d for n, d in dashboards.items() if not names or n in names}
+
+
+def _fail(error: LlmdashError) -> None:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@click.command("publish")
+@click.argument("names", nargs=-1)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
+@click.option("--url", help="Grafana base URL; overrides GRAFANA_URL and grafana.url")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="File holding a service-account token")
+@click.option("--folder-uid", help="Target folder uid (default grafana.folder_uid, llm-serving)")
+@click.option("--folder-title", help="Title used when the folder is created")
+@click.option("--ca-cert", type=click.Path(dir_okay=False), help="CA bundle to verify Grafana's TLS certificate")
+@click.option("--insecure", is_flag=True, help="Skip TLS verification (explicit opt-out)")
+@click.option("--connect-timeout", type=float, help="Seconds to wait for a connection (default 5)")
+@click.option("--read-timeout", type=float, help="Seconds to wait for an answer (default 30)")
+@click.option("--retries", type=click.IntRange(0, 10), default=3, show_default=True,
+              help="Retries on connection errors and 5xx")
+@click.option("--retry-backoff", type=click.FloatRange(0, 60), default=0.5, show_default=True,
+              help="First pause between retries in seconds; doubles each time")
+@click.option("--dry-run", is_flag=True, help="Show what would be created, updated or refused; write nothing")
+@click.option("--force", is_flag=True, help="Overwrite dashboards edited in Grafana since the last publish")
+@click.option("--annotate", is_flag=True, help="Post a Grafana annotation tagged with the git revision")
+def publish_command(names, config_path, url, token_file, folder_uid, folder_title, ca_cert, insecure,
+                    connect_timeout, read_timeout, retries, retry_backoff, dry_run, force, annotate):
+    """Publish the built dashboards to Grafana.
+
+    Exit codes: 0 published or unchanged, 1 a dashboard was refused (edited in Grafana,
+    provisioned, conflict), 2 usage/config/invalid dashboard, 3 Grafana or network error.
+    Credentials: GRAFANA_TOKEN, --token-file, or GRAFANA_USER + GRAFANA_PASSWORD.
+    """
+    try:
+        config = load_config(config_path)
+        settings = config.grafana
+        connection = resolve_connection(
+            settings, os.environ, url=url, token_file=token_file, ca_cert=ca_cert, insecure=insecure,
+            connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, backoff_base=retry_backoff)
+        dashboards = _selected(config, names)
+        if insecure:
+            click.echo("warning: TLS verification is off (--insecure)", err=True)
+        options = PublishOptions(folder_uid=folder_uid or settings.folder_uid,
+                                 folder_title=folder_title or settings.folder_title,
+                                 force=force, dry_run=dry_run, annotate=annotate, revision=git_revision())
+        code = publish(dashboards, LegacyApi(connection), options, echo=click.echo)
+    except LlmdashError as error:
+        _fail(error)
+    sys.exit(code)
+
+
+@click.command("provision")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
+@click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
+              help="Where Grafana will see the dashboard files (the provider's options.path)")
+def provision_command(directory, config_path, grafana_path):
+    """Write a Grafana file-provisioning layout to DIRECTORY.
+
+    DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it under
+    /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
+    (mount them at --grafana-path).
+    """
+    try:
+        config = load_config(config_path)
+        written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
+                                     folder_title=config.grafana.folder_title, grafana_path=grafana_path)
+    except LlmdashError as error:
+        _fail(error)
+    for line in written:
+        click.echo(line)

@@ -1,0 +1,385 @@
+"""A small Grafana client behind an interface, so publish logic never speaks HTTP.
+
+`GrafanaBackend` is what publish needs (health, folder, get, save, annotate).
+`LegacyApi` implements it over the classic `/api/*` endpoints, which work on
+Grafana 10-13; Grafana 13 deprecates them in favour of `/apis`, and a backend
+for those can be added beside this one without touching publish.
+
+Secrets (token, password) live only in `Connection`, whose repr hides them, and
+are scrubbed from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+from urllib.parse import urlsplit
+
+import requests
+
+from engines.errors import EXIT_REMOTE, EXIT_USAGE, LlmdashError
+
+# ---------------------------------------------------------------- connection
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Everything needed to reach one Grafana; `token`/`password` never appear in repr."""
+
+    url: str
+    token: str | None = field(default=None, repr=False)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    verify: bool | str = True          # False = --insecure, str = CA bundle path
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    retries: int = 3                   # extra attempts after the first one
+    retry_budget: float = 30.0         # seconds; no retry starts after this
+    backoff_base: float = 0.5          # first pause; doubles per retry
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.token, self.password) if s)
+
+
+def resolve_connection(
+    settings: Any,
+    env: Mapping[str, str],
+    *,
+    url: str | None = None,
+    token_file: str | None = None,
+    ca_cert: str | None = None,
+    insecure: bool = False,
+    connect_timeout: float | None = None,
+    read_timeout: float | None = None,
+    retries: int | None = None,
+    backoff_base: float | None = None,
+) -> Connection:
+    """Merge config (`GrafanaSettings`), environment and flags; flags win, then env, then config.
+
+    Credentials come only from a file or the environment, never from a command-line
+    value, so they do not end up in shell history or `ps` output.
+    """
+    chosen_url = url or env.get("GRAFANA_URL") or getattr(settings, "url", None)
+    if not chosen_url:
+        raise LlmdashError("no Grafana URL: set GRAFANA_URL, grafana.url in the config, or --url", EXIT_USAGE)
+    parts = urlsplit(chosen_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LlmdashError("Grafana URL must look like https://grafana.example.com[/sub-path]", EXIT_USAGE)
+    if parts.username or parts.password:
+        raise LlmdashError(
+            "Grafana URL must not contain credentials; use GRAFANA_TOKEN, --token-file or GRAFANA_USER/GRAFANA_PASSWORD",
+            EXIT_USAGE,
+        )
+
+    token = user = password = None
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            raise LlmdashError(f"cannot read --token-file {token_file}: {exc.strerror}", EXIT_USAGE) from None
+        if not token:
+            raise LlmdashError(f"--token-file {token_file} is empty", EXIT_USAGE)
+    elif env.get("GRAFANA_TOKEN"):
+        token = env["GRAFANA_TOKEN"].strip()
+    elif env.get("GRAFANA_USER") or env.get("GRAFANA_PASSWORD"):
+        user, password = env.get("GRAFANA_USER"), env.get("GRAFANA_PASSWORD")
+        if not (user and password):
+            raise LlmdashError("GRAFANA_USER and GRAFANA_PASSWORD must be set together", EXIT_USAGE)
+    else:
+        raise LlmdashError(
+            "no Grafana credentials: set GRAFANA_TOKEN (service-account token), pass --token-file, "
+            "or set GRAFANA_USER and GRAFANA_PASSWORD",
+            EXIT_USAGE,
+        )
+
+    ca = ca_cert or getattr(settings, "ca_cert", None)
+    if insecure and ca_cert:
+        raise LlmdashError("--insecure and --ca-cert contradict each other; pass one", EXIT_USAGE)
+    if insecure:
+        verify: bool | str = False
+    elif ca:
+        if not os.path.isfile(ca):
+            raise LlmdashError(f"CA certificate {ca} does not exist", EXIT_USAGE)
+        verify = ca
+    else:
+        verify = bool(getattr(settings, "verify_tls", True))
+
+    def positive(name: str, value: float | None, default: float) -> float:
+        chosen = default if value is None else value
+        if chosen <= 0:
+            raise LlmdashError(f"{name} must be positive, got {chosen}", EXIT_USAGE)
+        return float(chosen)
+
+    return Connection(
+        url=chosen_url.rstrip("/"),
+        token=token,
+        user=user,
+        password=password,
+        verify=verify,
+        connect_timeout=positive("connect timeout", connect_timeout, getattr(settings, "connect_timeout", 5.0)),
+        read_timeout=positive("read timeout", read_timeout, getattr(settings, "read_timeout", 30.0)),
+        retries=Connection.retries if retries is None else max(0, retries),
+        backoff_base=Connection.backoff_base if backoff_base is None else max(0.0, backoff_base),
+    )
+
+
+# ---------------------------------------------------------------- errors
+
+
+class GrafanaError(LlmdashError):
+    """Grafana answered with an error or could not be reached (exit 3 unless refined below)."""
+
+    def __init__(self, message: str, status: int | None = None, grafana_status: str | None = None,
+                 exit_code: int = EXIT_REMOTE):
+        super().__init__(message, exit_code)
+        self.status = status
+        self.grafana_status = grafana_status
+
+
+class VersionMismatch(GrafanaError):
+    """412 version-mismatch: someone saved the dashboard between our GET and our POST."""
+
+
+class NameExists(GrafanaError):
+    """412 name-exists (Grafana <= 11.2): another dashboard in the folder has this title."""
+
+
+class ProvisionedDashboard(GrafanaError):
+    """400 "Cannot save provisioned dashboard": the file provider owns it."""
+
+
+# ---------------------------------------------------------------- interface
+
+
+@dataclass(frozen=True)
+class RemoteDashboard:
+    dashboard: dict
+    version: int
+    folder_uid: str
+    folder_title: str
+    provisioned: bool
+
+
+@dataclass(frozen=True)
+class SavedDashboard:
+    uid: str
+    version: int
+    url: str
+
+
+class GrafanaBackend(Protocol):
+    """What publish needs from Grafana; one implementation per API generation."""
+
+    def health(self) -> str:
+        """Return the Grafana version ("" when hidden); raise GrafanaError when not ready."""
+
+    def get_folder(self, uid: str) -> dict | None: ...
+
+    def create_folder(self, uid: str, title: str) -> dict:
+        """Create the folder, or return the existing one when the uid is taken."""
+
+    def get_dashboard(self, uid: str) -> RemoteDashboard | None: ...
+
+    def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
+                       message: str) -> SavedDashboard: ...
+
+    def annotate(self, *, text: str, tags: list[str], time_ms: int) -> int: ...
+
+
+# ---------------------------------------------------------------- /api backend
+
+
+class LegacyApi:
+    """`GrafanaBackend` over the classic `/api/*` endpoints (grafana.md §1)."""
+
+    def __init__(self, connection: Connection, session: requests.Session | None = None,
+                 sleep=time.sleep, clock=time.monotonic):
+        self._conn = connection
+        self._session = session or requests.Session()
+        self._session.headers.update({"Accept": "application/json", "Content-Type": "application/json",
+                                      "User-Agent": "llmdash"})
+        if connection.token:
+            self._session.headers["Authorization"] = f"Bearer {connection.token}"
+        elif connection.user:
+            self._session.auth = (connection.user, connection.password or "")
+        self._session.verify = connection.verify
+        self._sleep = sleep
+        self._clock = clock
+        parts = urlsplit(connection.url)
+        self._where = f"{parts.scheme}://{parts.netloc}"
+
+    # -- transport
+
+    def _request(self, method: str, path: str, body: Any = None, *, idempotent: bool = True) -> requests.Response:
+        """Send one request, retrying connection errors and 5xx with exponential backoff.
+
+        A POST whose answer timed out is not retried: it may have been applied, and a
+        second attempt would turn a success into a confusing version-mismatch.
+        """
+        started = self._clock()
+        attempt = 0
+        while True:
+            failure: str
+            try:
+                response = self._session.request(
+                    method, self._conn.url + path, json=body,
+                    timeout=(self._conn.connect_timeout, self._conn.read_timeout),
+                )
+            except requests.exceptions.SSLError:
+                raise GrafanaError(
+                    f"TLS verification failed for {self._where}; pass --ca-cert with your CA bundle "
+                    "(or --insecure to skip verification)") from None
+            except requests.exceptions.ConnectTimeout:
+                failure = f"timed out connecting to Grafana at {self._where} after {self._conn.connect_timeout:g}s"
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+                # urllib3 reports a body that stalls mid-read as a ConnectionError "Read timed out".
+                if isinstance(exc, requests.exceptions.ReadTimeout) or "timed out" in str(exc):
+                    failure = self._read_timeout_message(method, path)
+                    if not idempotent:
+                        raise GrafanaError(failure + "; it may or may not have been applied") from None
+                else:
+                    failure = f"cannot reach Grafana at {self._where} (connection refused, reset or host unknown)"
+            except requests.exceptions.RequestException as exc:
+                raise GrafanaError(f"request to Grafana at {self._where} failed ({type(exc).__name__})") from None
+            else:
+                if response.status_code < 500:
+                    return response
+                failure = f"Grafana answered {response.status_code} to {method} {path}: {self._message(response)}"
+            attempt += 1
+            pause = self._conn.backoff_base * 2 ** (attempt - 1)
+            if attempt > self._conn.retries or self._clock() - started + pause > self._conn.retry_budget:
+                raise GrafanaError(self._scrub(f"{failure} (gave up after {attempt} attempts)"))
+            self._sleep(pause)
+
+    def _read_timeout_message(self, method: str, path: str) -> str:
+        return f"Grafana at {self._where} did not answer {method} {path} within {self._conn.read_timeout:g}s"
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._conn.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _message(self, response: requests.Response) -> str:
+        try:
+            payload = response.json()
+            text = payload.get("message") if isinstance(payload, dict) else None
+        except ValueError:
+            text = None
+        text = text or response.text or response.reason or ""
+        return self._scrub(" ".join(str(text).split())[:200])
+
+    def _json(self, response: requests.Response, what: str) -> dict:
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            raise GrafanaError(f"{self._where} did not answer JSON while {what}; is GRAFANA_URL a Grafana?",
+                               response.status_code)
+        return payload
+
+    @staticmethod
+    def _status(response: requests.Response) -> str | None:
+        try:
+            payload = response.json()
+        except ValueError:
+            return None
+        return payload.get("status") if isinstance(payload, dict) else None
+
+    def _fail(self, response: requests.Response, what: str) -> GrafanaError:
+        """One readable line for an error status; never includes request headers."""
+        code, message = response.status_code, self._message(response)
+        if code == 401:
+            return GrafanaError(f"Grafana rejected the credentials (401 {message or 'Unauthorized'}) while {what}; "
+                                "check GRAFANA_TOKEN / --token-file or GRAFANA_USER/GRAFANA_PASSWORD", code)
+        if code == 403:
+            return GrafanaError(f"Grafana denied access (403 {message}) while {what}; the service account needs the "
+                                "Editor role on the target folder", code)
+        return GrafanaError(f"Grafana answered {code} ({message}) while {what}", code, self._status(response))
+
+    # -- GrafanaBackend
+
+    def health(self) -> str:
+        response = self._request("GET", "/api/health")
+        if response.status_code != 200:
+            raise self._fail(response, "checking /api/health")
+        payload = self._json(response, "checking /api/health")
+        if payload.get("database") != "ok":
+            raise GrafanaError(f"Grafana at {self._where} reports database {payload.get('database')!r}")
+        return str(payload.get("version", ""))
+
+    def get_folder(self, uid: str) -> dict | None:
+        response = self._request("GET", f"/api/folders/{uid}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._fail(response, f"reading folder {uid}")
+        return self._json(response, f"reading folder {uid}")
+
+    def create_folder(self, uid: str, title: str) -> dict:
+        response = self._request("POST", "/api/folders", {"uid": uid, "title": title}, idempotent=False)
+        if response.status_code == 200:
+            return self._json(response, f"creating folder {uid}")
+        if response.status_code in (409, 412):
+            # 409 on the legacy store, 412 on Kubernetes-backed Grafana: the uid exists already.
+            existing = self.get_folder(uid)
+            if existing is not None:
+                return existing
+            raise GrafanaError(f"folder uid {uid!r} is taken by a dashboard, not a folder; pick another folder uid",
+                               response.status_code)
+        raise self._fail(response, f"creating folder {uid}")
+
+    def get_dashboard(self, uid: str) -> RemoteDashboard | None:
+        response = self._request("GET", f"/api/dashboards/uid/{uid}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._fail(response, f"reading dashboard {uid}")
+        payload = self._json(response, f"reading dashboard {uid}")
+        meta = payload.get("meta") or {}
+        dashboard = payload.get("dashboard")
+        if not isinstance(dashboard, dict):
+            raise GrafanaError(f"Grafana returned no dashboard model for {uid}", response.status_code)
+        return RemoteDashboard(
+            dashboard=dashboard,
+            version=int(dashboard.get("version") or meta.get("version") or 0),
+            folder_uid=meta.get("folderUid") or "",
+            folder_title=meta.get("folderTitle") or "General",
+            provisioned=bool(meta.get("provisioned")),
+        )
+
+    def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
+                       message: str) -> SavedDashboard:
+        body = {"dashboard": {**dashboard, "id": None, "version": version}, "folderUid": folder_uid,
+                "overwrite": overwrite, "message": message[:500]}
+        response = self._request("POST", "/api/dashboards/db", body, idempotent=False)
+        uid = dashboard.get("uid", "")
+        if response.status_code == 200:
+            payload = self._json(response, f"saving dashboard {uid}")
+            return SavedDashboard(uid=payload.get("uid", uid), version=int(payload.get("version", 0)),
+                                  url=payload.get("url", ""))
+        status, text = self._status(response), self._message(response)
+        if response.status_code == 412 and status == "version-mismatch":
+            raise VersionMismatch(f"{uid} was changed in Grafana during this publish ({text})", 412, status,
+                                  exit_code=1)
+        if response.status_code == 412 and status == "name-exists":
+            raise NameExists(f"another dashboard in folder {folder_uid} is titled {dashboard.get('title')!r} "
+                             "(Grafana <= 11.2 requires unique titles per folder)", 412, status, exit_code=1)
+        if response.status_code == 400 and "provisioned" in text.lower():
+            raise ProvisionedDashboard(f"{uid} is provisioned from files in Grafana and cannot be saved over the API",
+                                       400, status, exit_code=1)
+        if response.status_code in (400, 404) and "folder not found" in text.lower():
+            raise GrafanaError(f"Grafana says folder {folder_uid!r} does not exist (400 folder not found)",
+                               response.status_code, status)
+        raise self._fail(response, f"saving dashboard {uid}")
+
+    def annotate(self, *, text: str, tags: list[str], time_ms: int) -> int:
+        response = self._request("POST", "/api/annotations", {"time": time_ms, "tags": tags, "text": text},
+                                 idempotent=False)
+        if response.status_code != 200:
+            raise self._fail(response, "posting the publish annotation")
+        return int(self._json(response, "posting the publish annotation").get("id", 0))

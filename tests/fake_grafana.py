@@ -1,0 +1,351 @@
+"""A fake Grafana HTTP API on 127.0.0.1 for publish tests (no Grafana can be installed in CI).
+
+It reproduces only what /work/shared/reference/grafana.md §1-3 documents; every rule
+names the Grafana source file it follows so a reader can check it against upstream.
+It records every request so tests can count writes, and can inject 5xx answers,
+slow answers, UI edits and file-provisioned dashboards.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+# pkg/util/shortid_generator.go: uid characters and length (grafana.md §1.1).
+UID_PATTERN = re.compile(r"^[a-zA-Z0-9\-_]*$")
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict
+    body: object
+
+
+@dataclass
+class StoredDashboard:
+    id: int
+    model: dict
+    version: int
+    folder_uid: str
+    provisioned: bool = False
+    saves: int = 0          # rows written to dashboard_version; a no-op publish must not add any
+
+
+@dataclass
+class Fault:
+    method: str
+    path: str
+    status: int | None      # None = only delay
+    delay: float
+    times: int
+
+
+@dataclass
+class FakeGrafana:
+    """State of one fake instance; start() binds a free port on 127.0.0.1."""
+
+    tokens: dict = field(default_factory=lambda: {"glsa_good": "Editor"})    # token -> role
+    users: dict = field(default_factory=lambda: {"admin": ("s3cret", "Admin")})  # user -> (password, role)
+    version: str = "11.6.0"
+    database: str = "ok"
+    folders: dict = field(default_factory=dict)
+    dashboards: dict = field(default_factory=dict)
+    annotations: list = field(default_factory=list)
+    requests: list = field(default_factory=list)
+    faults: list = field(default_factory=list)
+    _next_id: int = 1
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ---------------------------------------------------------- lifecycle
+
+    def start(self) -> "FakeGrafana":
+        fake = self
+
+        class Handler(_Handler):
+            grafana = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # ---------------------------------------------------------- test helpers
+
+    @property
+    def writes(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method in WRITE_METHODS]
+
+    def fail(self, method: str, path: str, status: int = 503, times: int = 1, delay: float = 0.0) -> None:
+        """Answer the next `times` matching requests with `status` (after `delay` seconds)."""
+        self.faults.append(Fault(method, path, status, delay, times))
+
+    def slow(self, method: str, path: str, delay: float, times: int = 1) -> None:
+        self.faults.append(Fault(method, path, None, delay, times))
+
+    def add_folder(self, uid: str, title: str) -> None:
+        self.folders[uid] = {"id": self._new_id(), "uid": uid, "title": title, "version": 1}
+
+    def ui_save(self, uid: str, edit) -> None:
+        """What the dashboard Save button does: the edited model is stored with version + 1."""
+        stored = self.dashboards[uid]
+        model = copy.deepcopy(stored.model)
+        edit(model)
+        stored.model = model
+        stored.version += 1
+        stored.saves += 1
+
+    def provision(self, dashboard: dict, folder_uid: str = "") -> None:
+        """A file-provisioned dashboard whose provider has allowUiUpdates: false (grafana.md §3)."""
+        model = copy.deepcopy(dashboard)
+        self.dashboards[model["uid"]] = StoredDashboard(self._new_id(), model, 1, folder_uid, provisioned=True)
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _major_minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")[:2]
+        return int(major), int(minor)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    grafana: FakeGrafana
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:       # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    # ---------------------------------------------------------- plumbing
+
+    def _dispatch(self, method: str) -> None:
+        g = self.grafana
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = urlsplit(self.path).path
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = ValueError
+        with g._lock:
+            g.requests.append(Recorded(method, self.path, dict(self.headers), body))
+            fault = next((f for f in g.faults if f.method == method and path.startswith(f.path) and f.times > 0), None)
+            if fault:
+                fault.times -= 1
+        if fault:
+            time.sleep(fault.delay)
+            if fault.status is not None:
+                # pkg/api/dashboard.go: an unexpected failure is a 500 "Failed to save dashboard";
+                # a proxy in front of Grafana answers 502/503/504 with whatever body it likes.
+                return self._send(fault.status, {"message": "Internal Server Error"})
+        with g._lock:
+            status, payload = self._route(method, path, body)
+        self._send(status, payload)
+
+    def _send(self, status: int, payload) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass                                  # the client timed out and left
+
+    def _role(self) -> str | None:
+        """grafana.md §1.7: Bearer service-account token or basic auth; anything else is anonymous."""
+        g = self.grafana
+        header = self.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            return g.tokens.get(header[len("Bearer "):])
+        if header.startswith("Basic "):
+            user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+            known = g.users.get(user)
+            return known[1] if known and known[0] == password else None
+        return None
+
+    # ---------------------------------------------------------- routes
+
+    def _route(self, method: str, path: str, body):
+        g = self.grafana
+        if path == "/api/health" and method in ("GET", "HEAD"):
+            # pkg/api/health.go (grafana.md §1.4): unauthenticated; 503 when the DB probe fails.
+            payload = {"commit": "fake", "database": g.database, "version": g.version}
+            return (200 if g.database == "ok" else 503), payload
+
+        role = self._role()
+        if role is None:
+            # grafana.md §1.1 error table, 401 row (modern body shape).
+            return 401, {"message": "Unauthorized", "messageId": "auth.unauthorized", "statusCode": 401}
+        if body is ValueError:
+            # pkg/api/dashboard.go: a body that does not bind is 400 "bad request data".
+            return 400, {"message": "bad request data"}
+        can_write = role in ("Editor", "Admin")
+
+        if path.startswith("/api/folders"):
+            return self._folders(method, path, body, can_write)
+        if method == "GET" and path.startswith("/api/dashboards/uid/"):
+            return self._get_dashboard(path.rsplit("/", 1)[1])
+        if method == "POST" and path == "/api/dashboards/db":
+            if not can_write:
+                # pkg/api/apierrors/dashboard.go: 403 "Access denied to save dashboard".
+                return 403, {"message": "Access denied to save dashboard"}
+            return self._save_dashboard(body or {})
+        if method == "POST" and path == "/api/annotations":
+            # pkg/api/annotations.go (grafana.md §1.5): needs annotations:create; text required.
+            if not can_write:
+                return 403, {"message": "Access denied"}
+            if not (body or {}).get("text"):
+                return 400, {"message": "Failed to save annotation"}
+            g.annotations.append(body)
+            return 200, {"message": "Annotation added", "id": len(g.annotations)}
+        return 404, {"message": "Not found"}
+
+    def _folders(self, method: str, path: str, body, can_write: bool):
+        # pkg/api/folder.go, pkg/api/apierrors/folder.go (grafana.md §1.3).
+        g = self.grafana
+        if method == "GET" and path.startswith("/api/folders/"):
+            folder = g.folders.get(path.rsplit("/", 1)[1])
+            if folder is None:
+                return 404, {"status": "not-found", "message": "folder not found"}
+            return 200, {**folder, "url": f"/dashboards/f/{folder['uid']}/", "parentUid": "", "canSave": can_write}
+        if method == "POST" and path == "/api/folders":
+            if not can_write:
+                return 403, {"message": "Access denied"}
+            uid, title = body.get("uid") or f"f{g._new_id()}", (body.get("title") or "").strip()
+            if not title:
+                return 400, {"message": "folder title cannot be empty"}
+            if uid in g.folders or uid in g.dashboards:
+                # Dashboards and folders share one uid namespace. Legacy store: 409; newest
+                # Kubernetes-backed code (ToFolderErrorResponse) maps AlreadyExists to 412.
+                if g._major_minor() >= (12, 0):
+                    return 412, {"status": "version-mismatch", "message": "the folder has been changed by someone else"}
+                return 409, {"message": "a folder/dashboard with the same uid already exists"}
+            g.add_folder(uid, title)
+            return 200, {**g.folders[uid], "url": f"/dashboards/f/{uid}/"}
+        return 404, {"message": "Not found"}
+
+    def _get_dashboard(self, uid: str):
+        # pkg/api/dashboard.go + pkg/api/dtos/dashboard.go (grafana.md §1.2): stored JSON with
+        # id/uid/version overwritten from the DB row, and a meta block.
+        g = self.grafana
+        stored = g.dashboards.get(uid)
+        if stored is None:
+            return 404, {"message": "Dashboard not found"}
+        folder = g.folders.get(stored.folder_uid)
+        model = {**copy.deepcopy(stored.model), "id": stored.id, "uid": uid, "version": stored.version}
+        meta = {
+            "type": "db", "canSave": True, "canEdit": True, "slug": _slug(model.get("title", "")),
+            "url": f"/d/{uid}/{_slug(model.get('title', ''))}", "version": stored.version,
+            "folderId": folder["id"] if folder else 0, "folderUid": stored.folder_uid,
+            "folderTitle": folder["title"] if folder else "General",
+            # meta.provisioned is true only for file-provisioned dashboards with allowUiUpdates: false.
+            "provisioned": stored.provisioned,
+            "provisionedExternalId": f"{uid}.json" if stored.provisioned else "",
+        }
+        return 200, {"dashboard": model, "meta": meta}
+
+    def _save_dashboard(self, body: dict):
+        # pkg/api/dashboard.go postDashboard; SaveDashboardCommand in pkg/services/dashboards/models.go;
+        # errors from pkg/services/dashboards/errors.go via pkg/api/apierrors/dashboard.go.
+        g = self.grafana
+        model = body.get("dashboard")
+        if not isinstance(model, dict):
+            return 400, {"message": "bad request data"}
+        if len(body.get("message") or "") > 500:
+            return 400, {"message": "message too long, max 500 characters"}
+        uid, dash_id = model.get("uid"), model.get("id")
+        if isinstance(dash_id, int) and dash_id > 0 and not any(d.id == dash_id for d in g.dashboards.values()):
+            # A numeric id that does not exist is a 404 (the classic "exported from elsewhere" bug).
+            return 404, {"status": "not-found", "message": "Dashboard not found"}
+        if uid is not None and (not UID_PATTERN.match(uid)):
+            return 400, {"message": "uid contains illegal characters"}
+        if uid is not None and len(uid) > 40:
+            return 400, {"message": "uid too long, max 40 characters"}
+        title = (model.get("title") or "").strip()
+        if not title:
+            return 400, {"status": "empty-name", "message": "Dashboard title cannot be empty"}
+        if uid in g.folders:
+            return 400, {"message": "Dashboard cannot be changed to a folder"}
+        # docs/sources/developers/http_api/dashboard.md: the folder comes only from the request;
+        # without folderUid the dashboard lands in (or moves to) the root.
+        folder_uid = body.get("folderUid") or ""
+        if folder_uid and folder_uid not in g.folders:
+            # ToDashboardErrorResponse maps ErrFolderNotFound to 400, not 404.
+            return 400, {"message": "folder not found"}
+        existing = g.dashboards.get(uid) if uid else None
+        if existing and existing.provisioned:
+            # pkg/services/provisioning/dashboards/file_reader.go, provider allowUiUpdates: false.
+            return 400, {"message": "Cannot save provisioned dashboard"}
+        if g._major_minor() <= (11, 2):
+            # Grafana <= 11.2 only (removed by grafana/grafana PR #90687): titles unique per folder.
+            for other_uid, other in g.dashboards.items():
+                if other_uid != uid and other.folder_uid == folder_uid and other.model.get("title") == title:
+                    return 412, {"status": "name-exists",
+                                 "message": "A dashboard with the same name in the folder already exists"}
+        if existing:
+            sent_version = model.get("version")
+            if sent_version != existing.version and not body.get("overwrite"):
+                # Optimistic concurrency: stale version without overwrite -> 412 version-mismatch.
+                return 412, {"status": "version-mismatch", "message": "The dashboard has been changed by someone else"}
+            # Each save writes a new version row, even for identical JSON.
+            existing.model = _stored(model, title)
+            existing.version += 1
+            existing.folder_uid = folder_uid
+            existing.saves += 1
+            stored = existing
+        else:
+            uid = uid or f"gen{g._new_id()}"
+            stored = StoredDashboard(g._new_id(), _stored({**model, "uid": uid}, title), 1, folder_uid, saves=1)
+            g.dashboards[uid] = stored
+        slug = _slug(title)
+        return 200, {"status": "success", "slug": slug, "version": stored.version, "id": stored.id, "uid": uid,
+                     "url": f"/d/{uid}/{slug}", "folderUid": folder_uid}
+
+
+def _stored(model: dict, title: str) -> dict:
+    """The legacy SQL store keeps the JSON verbatim apart from id/uid/version/title (grafana.md §1.1)."""
+    kept = copy.deepcopy(model)
+    kept.pop("id", None)
+    kept.pop("version", None)
+    kept["title"] = title
+    return kept
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
