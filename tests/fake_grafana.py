@@ -76,7 +76,8 @@ class FakeGrafana:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -131,6 +132,7 @@ class FakeGrafana:
 class _Handler(BaseHTTPRequestHandler):
     grafana: FakeGrafana
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True           # headers and body go out in separate writes
 
     def log_message(self, *args) -> None:       # keep pytest output clean
         pass
