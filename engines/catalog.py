@@ -9,6 +9,7 @@ the file and the key.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,11 @@ EXPORTERS = {
     # prometheus_client appends _total to counters; prometheus-cpp (Triton) keeps names as declared.
     "prometheus_client": "_total",
     "prometheus_cpp": "",
+}
+# How each client library writes a bucket bound into the `le` label.
+LE_FORMATS = {
+    "prometheus_client": lambda bound: repr(float(bound)),          # 1 -> "1.0", 0.1 -> "0.1"
+    "prometheus_cpp": lambda bound: f"{bound:.17g}" if bound != int(bound) else str(int(bound)),  # 500 -> "500"
 }
 HISTOGRAM_PARTS = ("bucket", "sum", "count")
 
@@ -111,6 +117,7 @@ class EngineSpec:
     model_label: str
     supported_from: Version
     supported_to: Version
+    slo_defaults: dict[str, float]
     metrics: dict[str, Metric]
     signals: dict[str, Signal]
     path: Path = field(compare=False)
@@ -134,9 +141,34 @@ class EngineSpec:
         until = [m.exposed_until for m in metrics]
         return min(m.since for m in metrics), (None if None in until else max(until))
 
+    def le(self, bound: float) -> str:
+        return LE_FORMATS[self.exporter](bound)
+
     @property
     def versions(self) -> str:
         return f"{self.supported_from}–{self.supported_to}"
+
+
+UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
+
+
+def bucket_for(metric: Metric, target_seconds: float) -> float | None:
+    """The bucket bound (in the histogram's own unit) equal to `target_seconds`, or None."""
+    if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
+        return None
+    wanted = target_seconds / UNIT_TO_SECONDS[metric.unit]
+    return next((b for b in metric.buckets if math.isclose(b, wanted, rel_tol=1e-9)), None)
+
+
+def bound_problem(metric: Metric, target_seconds: float) -> str | None:
+    """Why `target_seconds` cannot be read from `metric`'s buckets, or None when it can."""
+    if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
+        return f"{metric.name} has no known bucket bounds in seconds"
+    if bucket_for(metric, target_seconds) is None:
+        scale = UNIT_TO_SECONDS[metric.unit]
+        bounds = ", ".join(f"{b * scale:g}" for b in metric.buckets)
+        return f"{target_seconds:g}s is not a bucket bound of {metric.name} (bounds in seconds: {bounds})"
+    return None
 
 
 def available_engines(directory: Path = CATALOG_DIR) -> list[str]:
@@ -199,7 +231,8 @@ class _Parser:
     def engine(self, data) -> EngineSpec:
         if data is None:
             raise self.fail("engine", "missing (empty file)")
-        data = self.mapping(data, "", ("engine", "title", "exporter", "model_label", "supported", "metrics", "signals"))
+        data = self.mapping(data, "", ("engine", "title", "exporter", "model_label", "supported", "slo_defaults",
+                                       "metrics", "signals"))
         engine = self.text(data["engine"], "engine")
         if engine != self.path.stem:
             raise self.fail("engine", f"{engine!r} does not match the file name {self.path.stem!r}")
@@ -226,8 +259,27 @@ class _Parser:
                 raise self.fail(f"signals.{role}", "missing (every dashboard needs it)")
         if not any(signals.get(r) and signals[r].sources for r in ("itl", "tpot", "ttft")):
             raise self.fail("signals", "no latency histogram (itl, tpot or ttft)")
-        return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last,
+        slo = self.slo_defaults(data["slo_defaults"], signals)
+        return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last, slo,
                           metrics, signals, self.path)
+
+    def slo_defaults(self, body, signals: dict[str, Signal]) -> dict[str, float]:
+        """Default SLO targets in seconds; each must be a bound of the histogram it is read from."""
+        body = self.mapping(body, "slo_defaults", ("ttft_seconds",), ("itl_seconds",))
+        targets = {}
+        for name, value in body.items():
+            key = f"slo_defaults.{name}"
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise self.fail(key, f"expected a positive number of seconds, got {value!r}")
+            role = "ttft" if name == "ttft_seconds" else next((r for r in ("itl", "tpot") if r in signals), None)
+            if role is None or not signals[role].sources:
+                raise self.fail(key, "this engine has no histogram to read it from")
+            for source in signals[role].sources:
+                problem = bound_problem(source.metric, float(value))
+                if problem:
+                    raise self.fail(key, problem)
+            targets[name] = float(value)
+        return targets
 
     def metric(self, name, body, exporter: str) -> Metric:
         key = f"metrics.{name}"

@@ -1,0 +1,78 @@
+"""The `llmdash` command line.
+
+Every user-caused failure is an `LlmdashError`: one line on stderr, its exit code
+(0 ok, 1 drift or refusal, 2 usage or config, 3 Grafana or network), no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dashboards import build as builder
+from dashboards.config import load_config
+from engines.catalog import ROLES, load_all
+from engines.errors import LlmdashError
+
+
+@click.group()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Config file (default: ./llmdash.yaml if present, else built-in defaults).")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """Grafana dashboards and alert rules that catch KV-cache preemption on LLM serving engines."""
+    ctx.obj = {"config_path": config_path}
+
+
+def config_of(ctx: click.Context):
+    return load_config(ctx.obj["config_path"])
+
+
+@cli.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,
+              show_default=True, help="Output directory.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if the output directory is stale.")
+@click.pass_context
+def build(ctx: click.Context, out: Path, check: bool) -> None:
+    """Build every dashboard into OUT/dashboards/<engine>.json."""
+    files = builder.generated_files(config_of(ctx))
+    if check:
+        builder.check(files, out)
+        click.echo(f"{out}/ is up to date ({len(files)} files)")
+        return
+    changed = builder.write(files, out)
+    click.echo(f"wrote {len(changed)} of {len(files)} files under {out}/" +
+               "".join(f"\n  {rel}" for rel in changed))
+
+
+@cli.command()
+def engines() -> None:
+    """List the engines and which signals each one offers."""
+    specs = load_all()
+    roles = list(ROLES)
+    width = max(len(r) for r in roles)
+    click.echo(" " * width + "  " + "  ".join(f"{name:>10.10}" for name in specs))
+    for role in roles:
+        marks = "  ".join(f"{'yes' if spec.has(role) else '-':>10}" for spec in specs.values())
+        click.echo(f"{role:<{width}}  {marks}")
+
+
+def main() -> None:
+    try:
+        code = cli.main(standalone_mode=False)
+    except LlmdashError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

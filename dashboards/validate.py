@@ -1,0 +1,210 @@
+"""Checks every dashboard must pass before it is written or published.
+
+Three layers: what Grafana's loader relies on (uid form, unique ids, gridPos inside the
+24-column grid, datasource refs, refIds); Python ports of the useful grafana/dashboard-linter
+rules; and PromQL parsed by a real parser (promql-parser), with llmdash's own rules on
+top: quantiles over `sum by (le, …)`, counters only inside rate/increase, and every
+series present in the engine's catalog for the versions the dashboard covers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import promql_parser as pp
+
+from engines.catalog import HISTOGRAM_PARTS, EngineSpec
+
+UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}
+STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none", "bytes", "ops"}
+RANGE_FUNCTIONS = {"rate", "increase", "irate"}
+# Grafana variables a query may use, and a value that makes each one parse as PromQL.
+VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
+# Panels allowed to use fixed windows: a trailing baseline is a window by definition.
+FIXED_WINDOW_PANELS = {"Latency vs throughput divergence"}
+
+
+def validate_dashboard(dashboard: dict, spec: EngineSpec) -> list[str]:
+    """All problems found, as one line each; empty when the dashboard is fit to ship."""
+    problems = structural(dashboard) + lint(dashboard)
+    for where, expr in expressions(dashboard):
+        problems += [f"{where}: {p}" for p in check_expr(expr, spec)]
+    return problems
+
+
+def expressions(dashboard: dict) -> list[tuple[str, str]]:
+    found = []
+    for panel in dashboard.get("panels", []):
+        for target in panel.get("targets", []):
+            found.append((f"panel {panel.get('title')!r} target {target.get('refId')}", target.get("expr", "")))
+    for entry in dashboard.get("annotations", {}).get("list", []):
+        if "target" in entry and "expr" in entry["target"]:
+            found.append((f"annotation {entry['name']!r}", entry["target"]["expr"]))
+    return found
+
+
+# ---- structure ---------------------------------------------------------------------------------
+
+def structural(d: dict) -> list[str]:
+    problems = []
+    if not isinstance(d.get("title"), str) or not d["title"].strip():
+        problems.append("dashboard: empty title")
+    if not isinstance(d.get("uid"), str) or not UID.match(d["uid"]):
+        problems.append(f"dashboard: uid {d.get('uid')!r} is not lowercase [a-z0-9-], starting with a letter, ≤ 40")
+    if not isinstance(d.get("schemaVersion"), int) or d["schemaVersion"] < 39:
+        problems.append(f"dashboard: schemaVersion {d.get('schemaVersion')!r} is below 39")
+    if d.get("id") is not None:
+        problems.append("dashboard: id must be null (a numeric id means 'update by id' to Grafana)")
+    for tag in d.get("tags", []):
+        if len(tag) > 50:
+            problems.append(f"dashboard: tag {tag!r} is longer than 50 characters")
+    ids = set()
+    panels = d.get("panels")
+    if not isinstance(panels, list) or not panels:
+        return problems + ["dashboard: no panels"]
+    for panel in panels:
+        where = f"panel {panel.get('title')!r}"
+        pid = panel.get("id")
+        if not isinstance(pid, int) or pid < 1 or pid in ids:
+            problems.append(f"{where}: id {pid!r} is not a unique positive integer")
+        ids.add(pid)
+        if panel.get("type") not in MODERN_TYPES:
+            problems.append(f"{where}: type {panel.get('type')!r} is not a modern (non-Angular) panel type")
+        grid = panel.get("gridPos") or {}
+        h, w, x, y = (grid.get(k) for k in ("h", "w", "x", "y"))
+        if not all(isinstance(v, int) for v in (h, w, x, y)) or h < 1 or not 1 <= w <= 24 or x < 0 or x + w > 24 \
+                or y < 0:
+            problems.append(f"{where}: gridPos {grid!r} is outside the 24-column grid")
+        if panel.get("type") in ("row", "text"):
+            continue
+        if panel.get("datasource") != {"type": "prometheus", "uid": "${datasource}"}:
+            problems.append(f"{where}: datasource is not the ${{datasource}} variable")
+        ref_ids = [t.get("refId") for t in panel.get("targets", [])]
+        if any(not r for r in ref_ids) or len(set(ref_ids)) != len(ref_ids):
+            problems.append(f"{where}: target refIds {ref_ids} are not unique and non-empty")
+        for target in panel.get("targets", []):
+            if target.get("datasource") != panel.get("datasource"):
+                problems.append(f"{where}: target {target.get('refId')} datasource differs from the panel's")
+        steps = panel.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps")
+        if not isinstance(steps, list) or not steps or steps[0].get("value") is not None:
+            problems.append(f"{where}: thresholds.steps must be a list starting with a null base")
+    problems += _overlaps(panels)
+    return problems
+
+
+def _overlaps(panels: list[dict]) -> list[str]:
+    cells = {}
+    problems = []
+    for panel in panels:
+        g = panel.get("gridPos") or {}
+        if not all(isinstance(g.get(k), int) for k in ("h", "w", "x", "y")):
+            continue
+        for cx in range(g["x"], g["x"] + g["w"]):
+            for cy in range(g["y"], g["y"] + g["h"]):
+                other = cells.setdefault((cx, cy), panel.get("title"))
+                if other != panel.get("title"):
+                    problems.append(f"panel {panel.get('title')!r}: overlaps panel {other!r}")
+                    return problems
+    return problems
+
+
+# ---- dashboard-linter ports --------------------------------------------------------------------
+
+def lint(d: dict) -> list[str]:
+    problems = []
+    variables = {v.get("name"): v for v in d.get("templating", {}).get("list", [])}
+    if variables.get("datasource", {}).get("type") != "datasource":
+        problems.append("template-datasource-rule: no templated datasource variable")
+    for name, variable in variables.items():
+        if variable.get("type") == "query" and variable.get("refresh") != 2:
+            problems.append(f"template-on-time-change-reload-rule: variable {name!r} does not refresh on time change")
+    for panel in d.get("panels", []):
+        kind = panel.get("type")
+        where = f"panel {panel.get('title')!r}"
+        if kind == "row":
+            continue
+        if not panel.get("title") or not panel.get("description"):
+            problems.append(f"panel-title-description-rule: {where} lacks a title or a description")
+        if kind == "text":
+            continue
+        unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        if not unit or not (unit in STANDARD_UNITS or unit.startswith("suffix:")):
+            problems.append(f"panel-units-rule: {where} has no valid unit ({unit!r})")
+        if not panel.get("targets"):
+            problems.append(f"panel-no-targets-rule: {where} has no targets")
+        for target in panel.get("targets", []):
+            windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
+            if panel.get("title") not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
+                problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
+                                "$__rate_interval")
+    return problems
+
+
+# ---- PromQL ------------------------------------------------------------------------------------
+
+def substitute(expr: str) -> str:
+    """Replace Grafana variables so the expression parses: durations for intervals, .* for the rest."""
+    return VARIABLE.sub(lambda m: VARIABLE_SAMPLES.get(m.group(1), ".*"), expr)
+
+
+def check_expr(expr: str, spec: EngineSpec) -> list[str]:
+    try:
+        tree = pp.parse(substitute(expr))
+    except Exception as exc:  # the parser raises its own ValueError/RuntimeError subtypes
+        return [f"does not parse as PromQL: {exc}"]
+    problems = []
+    _visit(tree, spec, in_range_function=False, problems=problems)
+    return problems
+
+
+def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
+    """(catalog metric name, kind of this series) for a scraped series name, (None, None) if unknown."""
+    if name in spec.metrics and spec.metrics[name].type != "histogram":
+        return name, spec.metrics[name].type
+    for part in HISTOGRAM_PARTS:
+        base = name.removesuffix(f"_{part}")
+        if base != name and base in spec.metrics and spec.metrics[base].type == "histogram":
+            return base, "counter"  # every histogram series is cumulative
+    return None, None
+
+
+def _visit(node, spec: EngineSpec, in_range_function: bool, problems: list[str]) -> None:
+    if isinstance(node, pp.VectorSelector):
+        metric, kind = _series_kind(node.name, spec)
+        if metric is None:
+            problems.append(f"series {node.name!r} is not in the {spec.id} catalog")
+        elif not spec.metrics[metric].exposed_in(spec.supported_from, spec.supported_to):
+            problems.append(f"series {node.name!r} is not exported by {spec.id} {spec.versions}")
+        elif kind == "counter" and not in_range_function:
+            problems.append(f"counter {node.name!r} is used outside rate()/increase()")
+        return
+    if isinstance(node, pp.Call):
+        name = node.func.name
+        if name == "histogram_quantile":
+            problems += _quantile_problems(node.args[1])
+        for arg in node.args:
+            _visit(arg, spec, name in RANGE_FUNCTIONS, problems)
+        return
+    if isinstance(node, pp.MatrixSelector):
+        _visit(node.vector_selector, spec, in_range_function, problems)
+        return
+    if isinstance(node, pp.BinaryExpr):
+        _visit(node.lhs, spec, False, problems)
+        _visit(node.rhs, spec, False, problems)
+        return
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
+        _visit(node.expr, spec, in_range_function and isinstance(node, pp.ParenExpr), problems)
+
+
+def _quantile_problems(arg) -> list[str]:
+    """Each branch under histogram_quantile must be `sum by (le, …)`; anything else mixes instances wrongly."""
+    while isinstance(arg, pp.ParenExpr):
+        arg = arg.expr
+    if isinstance(arg, pp.BinaryExpr) and str(arg.op) == "or":
+        return _quantile_problems(arg.lhs) + _quantile_problems(arg.rhs)
+    if isinstance(arg, pp.AggregateExpr) and str(arg.op) == "sum" and arg.modifier is not None \
+            and "By" in str(arg.modifier.type) and "le" in arg.modifier.labels:
+        return []
+    return [f"histogram_quantile over {str(arg)[:80]!r} is not sum by (le, …)"]

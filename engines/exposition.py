@@ -1,0 +1,517 @@
+"""Per-engine metric emitters: the simulator's events, exposed as each engine exposes them.
+
+Every series an engine's catalog lists for its newest supported version is emitted with
+that catalog's name, labels and buckets, and with the engine's own update semantics
+(engines.md): vLLM counts tokens every step and observes ITL once per request per step;
+SGLang's realtime counter moves per log tick, its generation counter at request finish,
+its ITL observer divides an interval by the tokens it carried, and its retraction
+counters repeat on every TP rank; TensorRT-LLM records per-request series at finish and
+shows paused requests of the latest iteration; Triton keeps prometheus-cpp names; LMDeploy
+latches its gauges every 10 s and has no preemption metric.
+
+Two text forms: OpenMetrics with timestamps in seconds (for `promtool tsdb
+create-blocks-from openmetrics`) and the Prometheus text format of a live /metrics.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Callable
+
+from engines.catalog import EngineSpec, Metric
+from engines.simulator import RECOMPUTE, RETRACT, EngineState, Request
+
+SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
+FINISH_REASONS = {
+    "vllm": ("stop", "length", "abort", "error", "repetition"),
+    "lmdeploy": ("stop", "length", "abort", "error", "cancel"),
+    "tensorrt-llm-serve": ("stop", "length", "cancelled", "error"),
+}
+
+
+class Histogram:
+    """Cumulative histogram with the engine's bounds; counts are kept per bucket."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float, n: int = 1) -> None:
+        """n observations of the same value (le semantics: value <= bound)."""
+        self.counts[bisect.bisect_left(self.bounds, value)] += n
+        self.total += value * n
+
+    def observe_per_token(self, interval: float, new_tokens: int) -> None:
+        """SGLang's ITL observer: interval/new_tokens, observed new_tokens times, sum += interval."""
+        if new_tokens <= 0:
+            return
+        self.counts[bisect.bisect_left(self.bounds, interval / new_tokens)] += new_tokens
+        self.total += interval
+
+    def cumulative(self) -> list[int]:
+        out, acc = [], 0
+        for c in self.counts:
+            acc += c
+            out.append(acc)
+        return out
+
+
+class Cell:
+    """One counter or gauge series."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in pairs.items())
+
+
+@dataclass
+class _Series:
+    metric: Metric
+    labels: str
+    cell: Cell | Histogram
+
+
+class Registry:
+    """The series of one engine process; labels are checked against the catalog."""
+
+    def __init__(self, spec: EngineSpec, constant: dict[str, str]):
+        self.spec = spec
+        self.constant = constant
+        self.series: list[_Series] = []
+        newest = spec.supported_to
+        self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(newest, newest)}
+
+    def _add(self, name: str, labels: dict[str, str], cell):
+        metric = self.metrics[name]
+        values = {**self.constant, **labels}
+        missing = [label for label in metric.labels if label not in values]
+        if missing:
+            raise ValueError(f"{name}: no value for labels {missing}")
+        self.series.append(_Series(metric, _labels({k: values[k] for k in metric.labels}), cell))
+        return cell
+
+    def cell(self, name: str, **labels: str) -> Cell:
+        return self._add(name, labels, Cell())
+
+    def histogram(self, name: str, **labels: str) -> Histogram:
+        return self._add(name, labels, Histogram(self.metrics[name].buckets))
+
+    def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
+        """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
+
+        With a timestamp the lines are OpenMetrics (TYPE names without _total); without one
+        they are the Prometheus text format a live /metrics serves. `declared` remembers
+        which families already had their TYPE line in a long backfill file.
+        """
+        ts = "" if timestamp is None else f" {timestamp:.3f}"
+        out: list[str] = []
+        seen = set() if declared is None else declared
+        for s in self.series:
+            m = s.metric
+            if m.name not in seen:
+                seen.add(m.name)
+                family = m.name
+                if timestamp is not None and m.type == "counter" and family.endswith("_total"):
+                    family = family[: -len("_total")]
+                out.append(f"# HELP {family} {m.help}")
+                out.append(f"# TYPE {family} {m.type}")
+            labels = ",".join(x for x in (s.labels, extra) if x)
+            if m.type == "histogram":
+                cum = s.cell.cumulative()
+                sep = "," if labels else ""
+                for bound, count in zip(m.buckets, cum):
+                    out.append(f'{m.name}_bucket{{{labels}{sep}le="{self.spec.le(bound)}"}} {count}{ts}')
+                out.append(f'{m.name}_bucket{{{labels}{sep}le="+Inf"}} {cum[-1]}{ts}')
+                out.append(f"{m.name}_count{{{labels}}} {cum[-1]}{ts}")
+                out.append(f"{m.name}_sum{{{labels}}} {s.cell.total:.6f}{ts}")
+            else:
+                out.append(f"{m.name}{{{labels}}} {_num(s.cell.value)}{ts}")
+        return out
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+class EngineMetrics:
+    """Base emitter: receives simulator events; subclasses map them to their engine's series."""
+
+    engine = ""
+    preemption = RECOMPUTE
+
+    def __init__(self, spec: EngineSpec, model: str, state: Callable[[], EngineState]):
+        self.spec = spec
+        self.model = model
+        self.state = state
+        self.reg = Registry(spec, self.constant_labels())
+        self.build()
+
+    def constant_labels(self) -> dict[str, str]:
+        return {self.spec.model_label: self.model}
+
+    def build(self) -> None:
+        raise NotImplementedError
+
+    # Recorder interface: default no-ops, subclasses override what their engine records.
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted) -> None: ...
+    def on_token_gap(self, gap_s, count, tokens) -> None: ...
+    def on_prefill_done(self, req: Request, now) -> None: ...
+    def on_first_token(self, req: Request, now) -> None: ...
+    def on_preempt(self, req: Request, now) -> None: ...
+    def on_finish(self, req: Request, now) -> None: ...
+    def on_log_tick(self, now) -> None: ...
+
+    def gauges(self, state: EngineState) -> None:
+        """Copy engine state into gauge cells."""
+
+    def scrape(self, now: float) -> None:
+        """Refresh gauges at scrape time (engines that latch them override this)."""
+        self.gauges(self.state())
+
+    def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
+        """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
+
+        With a timestamp the lines are OpenMetrics (TYPE names without _total); without one
+        they are the Prometheus text format a live /metrics serves. `declared` remembers
+        which families already had their TYPE line in a long backfill file.
+        """
+        ts = "" if timestamp is None else f" {timestamp:.3f}"
+        out: list[str] = []
+        seen = set() if declared is None else declared
+        for s in self.series:
+            m = s.metric
+            if m.name not in seen:
+                seen.add(m.name)
+                family = m.name
+                if timestamp is not None and m.type == "counter" and family.endswith("_total"):
+                    family = family[: -len("_total")]
+                out.append(f"# HELP {family} {m.help}")
+                out.append(f"# TYPE {family} {m.type}")
+            labels = ",".join(x for x in (s.labels, extra) if x)
+            if m.type == "histogram":
+                cum = s.cell.cumulative()
+                sep = "," if labels else ""
+                for bound, count in zip(m.buckets, cum):
+                    out.append(f'{m.name}_bucket{{{labels}{sep}le="{self.spec.le(bound)}"}} {count}{ts}')
+                out.append(f'{m.name}_bucket{{{labels}{sep}le="+Inf"}} {cum[-1]}{ts}')
+                out.append(f"{m.name}_count{{{labels}}} {cum[-1]}{ts}")
+                out.append(f"{m.name}_sum{{{labels}}} {s.cell.total:.6f}{ts}")
+            else:
+                out.append(f"{m.name}{{{labels}}} {_num(s.cell.value)}{ts}")
+        return out
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+class EngineMetrics:
+    """Base emitter: receives simulator events; subclasses map them to their engine's series."""
+
+    engine = ""
+    preemption = RECOMPUTE
+
+    def __init__(self, spec: EngineSpec, model: str, state: Callable[[], EngineState]):
+        self.spec = spec
+        self.model = model
+        self.state = state
+        self.reg = Registry(spec, self.constant_labels())
+        self.build()
+
+    def constant_labels(self) -> dict[str, str]:
+        return {self.spec.model_label: self.model}
+
+    def build(self) -> None:
+        raise NotImplementedError
+
+    # Recorder interface: default no-ops, subclasses override what their engine records.
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted) -> None: ...
+    def on_token_gap(self, gap_s, count, tokens) -> None: ...
+    def on_prefill_done(self, req: Request, now) -> None: ...
+    def on_first_token(self, req: Request, now) -> None: ...
+    def on_preempt(self, req: Request, now) -> None: ...
+    def on_finish(self, req: Request, now) -> None: ...
+    def on_log_tick(self, now) -> None: ...
+
+    def gauges(self, state: EngineState) -> None:
+        """Copy engine state into gauge cells."""
+
+    def scrape(self, now: float) -> None:
+        """Refresh gauges as the engine would at this instant (some engines latch them)."""
+        if self.gauge_refresh_s:
+            if now - self._latched_at >= self.gauge_refresh_s:
+                self._latched_at = now - (now - self._latched_at) % self.gauge_refresh_s \
+                    if self._latched_at > -1e17 else now
+                self.gauges(self.state())
+        else:
+            self.gauges(self.state())
+
+    def render(self, extra: str = "", timestamp: float | None = None,
+               declared: set[str] | None = None) -> list[str]:
+        return self.reg.render(extra, timestamp, declared)
+
+
+def _finish_reason(req: Request) -> str:
+    """One request in five runs into max_tokens; the rest stop on their own."""
+    return "length" if req.rid % 5 == 0 else "stop"
+
+
+def _tpot(req: Request) -> float:
+    """(last token - first token) / (output tokens - 1); 0 for one-token outputs (vLLM, TRT-LLM)."""
+    return (req.last_token - req.first_token) / (req.out - 1) if req.out > 1 else 0.0
+
+
+class VllmMetrics(EngineMetrics):
+    engine = "vllm"
+
+    def constant_labels(self):
+        return {"model_name": self.model, "engine": "0"}
+
+    def build(self):
+        r = self.reg
+        self.generation = r.cell("vllm:generation_tokens_total")
+        self.success = {reason: r.cell("vllm:request_success_total", finished_reason=reason)
+                        for reason in FINISH_REASONS["vllm"]}
+        self.ttft = r.histogram("vllm:time_to_first_token_seconds")
+        self.itl = r.histogram("vllm:inter_token_latency_seconds")
+        self.tpot = r.histogram("vllm:request_time_per_output_token_seconds")
+        self.preemptions = r.cell("vllm:num_preemptions_total")
+        self.per_request = r.histogram("vllm:request_num_preemptions")
+        self.kv = r.cell("vllm:kv_cache_usage_perc")
+        self.waiting = r.cell("vllm:num_requests_waiting")
+        self.running = r.cell("vllm:num_requests_running")
+
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted):
+        self.generation.value += decode_tokens          # per step, first tokens included
+
+    def on_token_gap(self, gap_s, count, tokens):
+        self.itl.observe(gap_s, count)                   # one per request per step, undivided
+
+    def on_first_token(self, req, now):
+        self.ttft.observe(now - req.arrival)
+
+    def on_preempt(self, req, now):
+        self.preemptions.value += 1                      # per event
+
+    def on_finish(self, req, now):
+        self.success[_finish_reason(req)].value += 1
+        self.tpot.observe(_tpot(req))
+        self.per_request.observe(req.num_preemptions)
+
+    def gauges(self, s):
+        self.kv.value = s.kv_used_blocks / s.kv_blocks
+        self.waiting.value = s.waiting
+        self.running.value = s.running
+
+
+class SglangMetrics(EngineMetrics):
+    engine = "sglang"
+    preemption = RETRACT
+
+    def constant_labels(self):
+        return {"model_name": self.model, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0",
+                "tp_rank": "0", "is_streaming": "true"}
+
+    def build(self):
+        r = self.reg
+        self.realtime = {mode: r.cell("sglang:realtime_tokens_total", mode=mode)
+                         for mode in ("prefill_compute", "prefill_cache", "decode")}
+        self.generation = r.cell("sglang:generation_tokens_total")
+        self.finished = r.cell("sglang:num_requests_total")
+        self.ttft = r.histogram("sglang:time_to_first_token_seconds")
+        self.itl = r.histogram("sglang:inter_token_latency_seconds")
+        self.tpot = r.histogram("sglang:request_time_per_output_token_seconds")
+        ranks = [str(rank) for rank in range(SGLANG_TP_SIZE)]
+        self.retracted = [r.cell("sglang:num_retracted_requests_total", tp_rank=k) for k in ranks]
+        self.retracted_in = [r.cell("sglang:num_retracted_input_tokens_total", tp_rank=k) for k in ranks]
+        self.retracted_out = [r.cell("sglang:num_retracted_output_tokens_total", tp_rank=k) for k in ranks]
+        self.usage = r.cell("sglang:token_usage")
+        self.queue = r.cell("sglang:num_queue_reqs")
+        self.running = r.cell("sglang:num_running_reqs")
+        self._pending_decode = 0
+        self._pending_prefill = 0
+
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted):
+        self._pending_decode += decode_tokens
+        self._pending_prefill += prefill_tokens
+
+    def on_log_tick(self, now):
+        """log_stats writes the realtime counter once per decode log interval."""
+        self.realtime["decode"].value += self._pending_decode
+        self.realtime["prefill_compute"].value += self._pending_prefill
+        self._pending_decode = self._pending_prefill = 0
+
+    def on_token_gap(self, gap_s, count, tokens):
+        # `count` requests each received tokens/count new tokens after the same interval: batched,
+        # that is interval/(tokens/count) observed `tokens` times, with each interval summed once
+        self.itl.observe_per_token(gap_s * count, tokens)
+
+    def on_first_token(self, req, now):
+        self.ttft.observe(now - req.arrival)
+
+    def on_preempt(self, req, now):
+        for rank in range(SGLANG_TP_SIZE):               # every TP rank increments its own series
+            self.retracted[rank].value += 1
+            self.retracted_in[rank].value += req.prompt
+            self.retracted_out[rank].value += req.out
+
+    def on_finish(self, req, now):
+        self.generation.value += req.out                 # at finish: bursty, lags real time
+        self.finished.value += 1
+        if req.out > 1:
+            self.tpot.observe((req.last_token - req.first_token) / (req.out - 1))
+
+    def gauges(self, s):
+        self.usage.value = s.kv_used_blocks / s.kv_blocks
+        self.queue.value = s.waiting
+        self.running.value = s.running
+
+
+class TrtllmServeMetrics(EngineMetrics):
+    """trtllm-serve 1.3+ with MAX_UTILIZATION (the only capacity policy that pauses)."""
+
+    engine = "tensorrt-llm-serve"
+
+    def constant_labels(self):
+        return {"model_name": self.model, "engine_type": "pytorch"}
+
+    def build(self):
+        r = self.reg
+        self.generation = r.cell("trtllm_generation_tokens_total")
+        self.success = {reason: r.cell("trtllm_request_success_total", finished_reason=reason)
+                        for reason in FINISH_REASONS["tensorrt-llm-serve"]}
+        self.ttft = r.histogram("trtllm_time_to_first_token_seconds")
+        self.tpot = r.histogram("trtllm_time_per_output_token_seconds")
+        self.paused = r.cell("trtllm_num_paused_requests")
+        self.kv = r.cell("trtllm_kv_cache_utilization")
+        self.waiting = r.cell("trtllm_num_requests_waiting")
+        self.running = r.cell("trtllm_num_requests_running")
+
+    def on_finish(self, req, now):
+        """Every per-request series is recorded when the request finishes."""
+        self.generation.value += req.out
+        self.success[_finish_reason(req)].value += 1
+        self.ttft.observe(req.first_token - req.arrival)
+        self.tpot.observe(_tpot(req))
+
+    def gauges(self, s):
+        self.paused.value = s.paused_last_step           # the latest iteration only
+        self.kv.value = s.kv_used_blocks / s.kv_blocks
+        self.waiting.value = s.waiting
+        self.running.value = s.running
+
+
+class TritonMetrics(EngineMetrics):
+    engine = "tensorrt-llm-triton"
+
+    def constant_labels(self):
+        return {"model": self.model, "version": "1"}
+
+    def build(self):
+        r = self.reg
+        self.output_len = r.histogram("nv_llm_output_token_len", response_metric_type="total_output_tokens")
+        self.success = r.cell("nv_inference_request_success")
+        self.first_response = r.histogram("nv_inference_first_response_histogram_ms")
+        self.batcher = {k: r.cell("nv_trt_llm_inflight_batcher_metrics", inflight_batcher_specific_metric=k)
+                        for k in ("paused_requests", "generation_requests", "total_context_tokens",
+                                  "micro_batch_id")}
+        self.blocks = {k: r.cell("nv_trt_llm_kv_cache_block_metrics", kv_cache_block_type=k)
+                       for k in ("max", "free", "used", "tokens_per", "fraction")}
+        self.requests = {k: r.cell("nv_trt_llm_request_metrics", request_type=k)
+                         for k in ("active", "max", "scheduled", "context", "waiting")}
+
+    def on_first_token(self, req, now):
+        self.first_response.observe((now - req.arrival) * 1000.0)
+
+    def on_finish(self, req, now):
+        self.output_len.observe(req.out)
+        self.success.value += 1
+
+    def gauges(self, s):
+        self.batcher["paused_requests"].value = s.paused_last_step
+        self.batcher["generation_requests"].value = s.running
+        self.blocks["max"].value = s.kv_blocks
+        self.blocks["used"].value = s.kv_used_blocks
+        self.blocks["free"].value = s.kv_blocks - s.kv_used_blocks
+        self.blocks["tokens_per"].value = s.block_size
+        self.blocks["fraction"].value = s.kv_used_blocks / s.kv_blocks
+        self.requests["active"].value = s.running + s.waiting
+        self.requests["scheduled"].value = s.running
+        self.requests["waiting"].value = s.waiting
+        self.requests["max"].value = s.max_running
+
+
+class LmdeployMetrics(EngineMetrics):
+    engine = "lmdeploy"
+    gauge_refresh_s = 10.0        # the scheduler gauges are refreshed every 10 s, not at scrape
+
+    def constant_labels(self):
+        return {"model_name": self.model, "engine": "0"}
+
+    def build(self):
+        r = self.reg
+        self.generation = r.cell("lmdeploy:generation_tokens_total")
+        self.success = {reason: r.cell("lmdeploy:request_success_total", finished_reason=reason)
+                        for reason in FINISH_REASONS["lmdeploy"]}
+        self.ttft = r.histogram("lmdeploy:time_to_first_token_seconds")
+        self.itl = r.histogram("lmdeploy:iter_token_latency")
+        self.tpot = r.histogram("lmdeploy:time_per_output_token_seconds")
+        self.kv = r.cell("lmdeploy:gpu_cache_usage_perc")
+        self.waiting = r.cell("lmdeploy:num_requests_waiting")
+        self.running = r.cell("lmdeploy:num_requests_running")
+        self._tick = -1.0
+
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted):
+        self.generation.value += decode_tokens           # per output event
+        tick = now // self.gauge_refresh_s
+        if tick != self._tick:
+            self._tick = tick
+            self.gauges(self.state())
+
+    def scrape(self, now):
+        """A scrape reads the values of the latest 10 s refresh."""
+
+    def on_token_gap(self, gap_s, count, tokens):
+        self.itl.observe(gap_s, count)                   # gap between successive outputs
+        self.tpot.observe(gap_s * count / tokens, count)  # that gap / tokens in the output
+
+    def on_first_token(self, req, now):
+        self.ttft.observe(now - req.arrival)
+
+    def on_finish(self, req, now):
+        self.success[_finish_reason(req)].value += 1
+
+    def gauges(self, s):
+        self.kv.value = s.kv_used_blocks / s.kv_blocks
+        self.waiting.value = s.waiting
+        self.running.value = s.running
+
+
+EMITTERS: dict[str, type[EngineMetrics]] = {
+    cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics)
+}
+
+
+class Fanout:
+    """Passes one simulator's events to several engines' emitters (same serving flavour)."""
+
+    def __init__(self, emitters: list[EngineMetrics]):
+        self.emitters = emitters
+
+    def __getattr__(self, event: str):
+        handlers = [getattr(e, event) for e in self.emitters]
+
+        def call(*args):
+            for handler in handlers:
+                handler(*args)
+        setattr(self, event, call)
+        return call

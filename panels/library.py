@@ -1,0 +1,280 @@
+"""The panels, as pure functions of (signals, config) -> grafanalib panel, or None when the
+engine does not offer what the panel needs. They never look at engine names: what an
+engine offers is read from its spec's roles, and engine-specific caveats from its notes.
+"""
+
+from __future__ import annotations
+
+from dashboards.config import Config
+from panels import builders
+from panels.signals import INFO, Signals
+
+PREEMPTION_TITLES = {"counter": "Preemptions/s", "gauge": "Paused requests"}
+DIVERGENCE_TITLE = "Latency vs throughput divergence"
+
+
+def metrics_used(sig: Signals, *roles: str) -> str:
+    """'Metrics: `a`, `b` (fallback)' for the description, names exactly as scraped."""
+    names = []
+    for role in roles:
+        if not sig.spec.has(role):
+            continue
+        for i, source in enumerate(sig.spec.signal(role).sources):
+            series = source.series if source.metric.type != "histogram" or source.part else f"{source.metric.name}_bucket"
+            matchers = "".join(f'{{{k}="{v}"}}' for k, v in source.match)
+            label = f"`{series}{matchers}`" + (" (fallback for older versions)" if i else "")
+            if label not in names:
+                names.append(label)
+    return "Metrics: " + ", ".join(names) + "."
+
+
+def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
+    notes = " ".join(sig.spec.note(r) for r in roles if sig.spec.note(r))
+    return " ".join(part for part in (what, why, notes, metrics_used(sig, *roles)) if part)
+
+
+def _model_legend(sig: Signals, suffix: str = "") -> str:
+    return "{{" + sig.spec.model_label + "}}" + suffix
+
+
+# ---- on-call tiles ---------------------------------------------------------------------------
+
+def throughput_tile(sig: Signals, config: Config):
+    return builders.stat(
+        "Output tok/s", describe(
+            sig, "Generated tokens per second across the selected models and instances.",
+            "It stays flat through a KV-cache collapse, because preempted work is redone inside steps that "
+            "still emit tokens; read it only together with the latency tiles beside it.", "throughput"),
+        [(sig.throughput(group=()), "tokens/s")], INFO["throughput"].unit,
+        builders.thresholds(None, base="blue"), width=4)
+
+
+def requests_tile(sig: Signals, config: Config):
+    return builders.stat(
+        "Requests/s", describe(sig, "Finished requests per second.",
+                               "Like throughput, it does not drop when requests are being preempted.", "requests"),
+        [(sig.requests(group=()), "requests/s")], "reqps", builders.thresholds(None, base="blue"), width=3)
+
+
+def latency_tile(role: str, levels_name: str):
+    def tile(sig: Signals, config: Config):
+        if not sig.spec.has(role):
+            return None
+        info = INFO[role]
+        return builders.stat(
+            info.title, describe(
+                sig, f"99th percentile of {info.meaning} over all selected series.",
+                "Preempted requests wait while their KV cache is recomputed, so this climbs while throughput holds.",
+                role),
+            [(sig.quantile(role, 0.99, group=()), "p99")], info.unit,
+            builders.thresholds(getattr(config.thresholds, levels_name)), width=3)
+    return tile
+
+
+def token_latency_tile(sig: Signals, config: Config):
+    """ITL p99 where the engine has it, else per-request TPOT p99."""
+    for role in ("itl", "tpot"):
+        if sig.spec.has(role):
+            return latency_tile(role, "itl_p99_seconds")(sig, config)
+    return None
+
+
+def preemption_tile(sig: Signals, config: Config):
+    if not sig.spec.has("preemptions"):
+        return builders.text(
+            "Preemptions", describe(sig, "This engine exports no preemption metric.",
+                                    "Preemption still happens; its only trace is latency rising while throughput "
+                                    "holds, shown in the Divergence panel and annotation.", "preemptions"),
+            f"**No preemption metric.** Watch *{DIVERGENCE_TITLE}* in the Preemption row and the "
+            "*Divergence* annotation.", width=3)
+    kind = sig.spec.signal("preemptions").sources[0].kind
+    what = ("Requests preempted per second (KV blocks freed, work recomputed later)." if kind == "counter"
+            else "Requests paused (KV blocks freed, recomputed later) in the latest engine iteration.")
+    return builders.stat(
+        PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
+                                          "preemptions"),
+        [(sig.preemption_rate(group=()), "preemptions")], "short",
+        builders.thresholds(config.thresholds.preemptions_per_second if kind == "counter" else None,
+                            base="green") if kind == "counter" else
+        [{"color": "green", "value": None}, {"color": "red", "value": 1}],
+        width=3, decimals=2)
+
+
+def kv_usage_tile(sig: Signals, config: Config):
+    return builders.stat(
+        "KV-cache usage", describe(sig, "KV-cache usage of the fullest selected instance.",
+                                   "Near 100 % the scheduler must preempt or stop admitting work.", "kv_usage"),
+        [(sig.kv_usage(group=()), "max")], "percentunit", builders.thresholds(config.thresholds.kv_usage), width=3)
+
+
+def waiting_tile(sig: Signals, config: Config):
+    return builders.stat(
+        "Waiting requests", describe(sig, "Requests queued for the engine.",
+                                     "Preempted requests go back to this queue, so it grows during a collapse.",
+                                     "waiting"),
+        [(sig.waiting(group=()), "waiting")], "short", builders.thresholds(config.thresholds.waiting_requests),
+        width=2)
+
+
+# ---- throughput vs latency -------------------------------------------------------------------
+
+def throughput_chart(sig: Signals, config: Config):
+    return builders.timeseries(
+        INFO["throughput"].title, describe(
+            sig, "Generated tokens per second, per model.",
+            "Compare with the latency panels on the same row: a KV-cache collapse keeps this line flat while "
+            "they climb.", "throughput"),
+        [(sig.throughput(), _model_legend(sig))], INFO["throughput"].unit)
+
+
+def latency_chart(role: str, levels_name: str | None, width: int = 8):
+    def chart(sig: Signals, config: Config):
+        if not sig.spec.has(role):
+            return None
+        info = INFO[role]
+        steps = builders.thresholds(getattr(config.thresholds, levels_name)) if levels_name else None
+        return builders.timeseries(
+            info.title, describe(
+                sig, f"99th and 50th percentile of {info.meaning}, per model.",
+                "A preempted request stalls until it is rescheduled and recomputed; the stall lands in the tail, "
+                "so p99 moves first while p50 and throughput barely change.", role),
+            [(sig.quantile(role, 0.99), _model_legend(sig, " p99")),
+             (sig.quantile(role, 0.5), _model_legend(sig, " p50"))], info.unit, steps, width=width)
+    return chart
+
+
+def token_latency_chart(sig: Signals, config: Config):
+    """ITL p99 where the engine has it, else per-request TPOT p99: the finer latency beside throughput."""
+    for role in ("itl", "tpot"):
+        if sig.spec.has(role):
+            return latency_chart(role, "itl_p99_seconds")(sig, config)
+    return None
+
+
+# ---- preemption row --------------------------------------------------------------------------
+
+def preemption_chart(sig: Signals, config: Config):
+    if not sig.spec.has("preemptions"):
+        return None
+    kind = sig.spec.signal("preemptions").sources[0].kind
+    if kind == "counter":
+        what = "Preemptions per second, per model."
+        steps = builders.thresholds(config.thresholds.preemptions_per_second)
+    else:
+        what = "Requests paused in the latest iteration, per model (a gauge: the engine keeps no count)."
+        steps = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+    return builders.timeseries(
+        PREEMPTION_TITLES[kind], describe(
+            sig, what, "This is the direct signal of KV-cache exhaustion: each event throws away a request's "
+            "KV cache and charges its recompute to that request's latency.", "preemptions"),
+        [(sig.preemption_rate(), _model_legend(sig))], "short", steps)
+
+
+def preemptions_per_request_chart(sig: Signals, config: Config):
+    if not sig.spec.has("preemptions_per_request"):
+        return None
+    return builders.timeseries(
+        "Preemptions per finished request", describe(
+            sig, "Mean number of preemptions suffered by each finished request, per model.",
+            "Above zero, some users paid for recompute. The mean is charted because the histogram's first "
+            'bucket (le="1") holds never-preempted and once-preempted requests together, so the share of '
+            "preempted requests cannot be read from it.", "preemptions_per_request"),
+        [(sig.preemptions_per_request(), _model_legend(sig))], "short")
+
+
+def retracted_tokens_chart(sig: Signals, config: Config):
+    if not (sig.spec.has("retracted_input_tokens") and sig.spec.has("retracted_output_tokens")):
+        return None
+    return builders.timeseries(
+        "Retracted tokens/s: prompt vs generated", describe(
+            sig, "Tokens thrown out of the KV cache by retraction per second, split into prompt tokens and "
+            "already generated tokens, next to output tokens/s for scale.",
+            "Both have to be prefilled again: a large prompt share means long contexts are being evicted, a large "
+            "generated share means decode progress is being redone.",
+            "retracted_input_tokens", "retracted_output_tokens", "throughput"),
+        [(sig.retracted_tokens("input"), _model_legend(sig, " prompt")),
+         (sig.retracted_tokens("output"), _model_legend(sig, " generated")),
+         (sig.throughput(), _model_legend(sig, " output tok/s"))], INFO["throughput"].unit)
+
+
+def kv_usage_chart(sig: Signals, config: Config):
+    return builders.timeseries(
+        "KV-cache usage", describe(
+            sig, "KV-cache usage of the fullest instance, per model.",
+            "Preemption starts when this reaches the top and a running request cannot get a new block.", "kv_usage"),
+        [(sig.kv_usage(), _model_legend(sig))], "percentunit", builders.thresholds(config.thresholds.kv_usage),
+        soft_max=1)
+
+
+def divergence_chart(sig: Signals, config: Config):
+    d = config.divergence
+    role = sig.latency_role
+    return builders.timeseries(
+        DIVERGENCE_TITLE, describe(
+            sig, f"{INFO[role].title} over {d.window} divided by its own p99 over the trailing {d.baseline_window}, "
+            f"and output tok/s over {d.window} divided by its {d.baseline_window} rate, per model.",
+            f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
+            f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
+            "Divergence annotation marks. A load increase moves both lines up together.", role, "throughput"),
+        [(sig.latency_vs_baseline(), _model_legend(sig, f" {INFO[role].title} ÷ baseline")),
+         (sig.throughput_vs_baseline(), _model_legend(sig, " tok/s ÷ baseline"))], "suffix:×",
+        [{"color": "green", "value": None}, {"color": "red", "value": d.latency_factor}])
+
+
+# ---- ITL vs TPOT -----------------------------------------------------------------------------
+
+ITL_VS_TPOT_WHY = ("A preemption stall is one long gap. ITL samples every gap, so that gap is one sample among "
+                   "the few slowest and lifts ITL p99 by its full length; TPOT averages the gap over all of the "
+                   "request's tokens, so the same stall moves TPOT p99 by a fraction of it.")
+
+
+def itl_detail_chart(sig: Signals, config: Config):
+    if not (sig.spec.has("itl") and sig.spec.has("tpot")):
+        return None
+    return latency_chart("itl", "itl_p99_seconds", width=12)(sig, config)
+
+
+def tpot_detail_chart(sig: Signals, config: Config):
+    if not (sig.spec.has("itl") and sig.spec.has("tpot")):
+        return None
+    panel = latency_chart("tpot", "itl_p99_seconds", width=12)(sig, config)
+    panel.description = f"{ITL_VS_TPOT_WHY} {panel.description}"
+    return panel
+
+
+# ---- queue and SLO ---------------------------------------------------------------------------
+
+def queue_chart(sig: Signals, config: Config):
+    return builders.timeseries(
+        "Running and waiting requests", describe(
+            sig, "Requests in the running batch and in the queue, per model.",
+            "Preemption moves requests from running back to waiting; a queue that grows while the running batch "
+            "shrinks or stalls is KV pressure, not only more traffic.", "running", "waiting"),
+        [(sig.running(), _model_legend(sig, " running")), (sig.waiting(), _model_legend(sig, " waiting"))],
+        "short", builders.thresholds(config.thresholds.waiting_requests), width=24)
+
+
+def slo_chart(role: str, target_name: str):
+    def chart(sig: Signals, config: Config):
+        if not sig.spec.has(role):
+            return None
+        target = sig.slo_target(target_name)
+        if target is None:
+            return None
+        info = INFO[role]
+        return builders.timeseries(
+            f"{info.title.split()[0]} under {target:g}s", describe(
+                sig, f"Share of {info.meaning} observations at or under {target:g} s, per model, read from the "
+                "histogram bucket whose bound is the target (so the target must be a bucket bound).",
+                "Throughput SLOs stay green through preemption; this share falls as soon as users wait.", role),
+            [(sig.slo_share(role, target), _model_legend(sig))], "percentunit",
+            [{"color": "red", "value": None}, {"color": "orange", "value": 0.9}, {"color": "green", "value": 0.99}],
+            width=12, soft_max=1)
+    return chart
+
+
+def slo_latency_chart(sig: Signals, config: Config):
+    for role in ("itl", "tpot"):
+        if sig.spec.has(role):
+            return slo_chart(role, "itl_seconds")(sig, config)
+    return None

@@ -1,0 +1,78 @@
+"""PromQL building blocks. Every expression llmdash emits is composed from these functions.
+
+The rules they enforce, once: label values escaped; quantiles always over
+`sum by (le, <group>)` of bucket rates; ratios and quantiles that yield no series
+(rather than NaN or Inf) when there is no traffic; renamed series combined as
+`new or old` after aggregation, where their label sets no longer matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def escape(value: str) -> str:
+    """Escape a label value for a double-quoted PromQL string."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    op: str  # one of = != =~ !~
+    value: str
+
+    def render(self) -> str:
+        return f'{self.label}{self.op}"{escape(self.value)}"'
+
+
+def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
+    if not matchers:
+        return series
+    return f"{series}{{{', '.join(m.render() for m in matchers)}}}"
+
+
+def rate(series_selector: str, window: str) -> str:
+    return f"rate({series_selector}[{window}])"
+
+
+def by(labels: tuple[str, ...]) -> str:
+    return f" by ({', '.join(labels)})" if labels else ""
+
+
+def sum_by(labels: tuple[str, ...], expr: str) -> str:
+    return f"sum{by(labels)} ({expr})"
+
+
+def max_by(labels: tuple[str, ...], expr: str) -> str:
+    return f"max{by(labels)} ({expr})"
+
+
+def first_of(exprs: list[str]) -> str:
+    """`new or old`: the first expression that has a series for a label set wins."""
+    if len(exprs) == 1:
+        return exprs[0]
+    return " or ".join(f"({e})" for e in exprs)
+
+
+def divide(numerator: str, denominator: str) -> str:
+    """numerator / denominator, with no series at all where the denominator is zero (idle)."""
+    return f"({numerator}) / ({denominator} > 0)"
+
+
+def quantile(q: float, bucket_rates_by_le: list[str], scale: float = 1.0) -> str:
+    """histogram_quantile over already `sum by (le, …)`-aggregated bucket rates (fallbacks or-ed).
+
+    `>= 0` drops the NaN series that an idle window produces; `scale` converts the
+    histogram's unit to seconds (e.g. 0.001 for milliseconds).
+    """
+    expr = f"histogram_quantile({q:g}, {first_of(bucket_rates_by_le)})"
+    if scale != 1.0:
+        expr = f"{expr} * {scale:g}"
+    return f"{expr} >= 0"
+
+
+def as_flag(condition: str) -> str:
+    """1 while `condition` returns a series, nothing otherwise: the form annotations expect."""
+    return f"({condition}) * 0 + 1"
+
