@@ -1,0 +1,50 @@
+# llmdash: dashboards-as-code for LLM serving. `make demo` and `make test` set everything up.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+LLMDASH := $(BIN)/llmdash
+
+.PHONY: help install dashboards check test test-e2e demo publish diff bench-detect clean
+
+help:
+	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
+	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
+	@echo "make dashboards    rebuild generated/ (commit the result)"
+	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN)"
+	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
+	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+dashboards: install
+	$(LLMDASH) build
+
+check: install
+	$(LLMDASH) build --check
+
+test: check
+	$(BIN)/pytest -q
+
+test-e2e: install
+	$(BIN)/pytest -q -m e2e
+
+demo: install
+	$(LLMDASH) demo --out out/demo
+
+publish: install
+	$(LLMDASH) publish
+
+diff: install
+	$(LLMDASH) diff $$(git merge-base HEAD main) HEAD || test $$? -eq 1
+
+bench-detect: install
+	$(LLMDASH) bench-detect --out out/bench-detect.md
+
+clean:
+	rm -rf out .pytest_cache
