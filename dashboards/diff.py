@@ -579,7 +579,7 @@ _OBJECT = (r'(?:(?:row|panel|variable|annotation|link|alert|record|group) "(?:[^
 _HEADER = re.compile(rf"{_OBJECT}(?: / {_OBJECT})*")
 
 
-def _split_where(where: str) -> tuple[str, str]:
+def split_where(where: str) -> tuple[str, str]:
     """`row "A" / panel "B" / query A` -> (`row "A" / panel "B"`, `query A`)."""
     match = _HEADER.match(where)
     if not match:
@@ -590,7 +590,7 @@ def _split_where(where: str) -> tuple[str, str]:
 def _grouped(changes: list[Change]) -> dict[str, list[tuple[str, Change]]]:
     groups: dict[str, list[tuple[str, Change]]] = {}
     for change in changes:
-        header, detail = _split_where(change.where)
+        header, detail = split_where(change.where)
         groups.setdefault(header, []).append((detail, change))
     return groups
 

@@ -353,3 +353,100 @@ def test_unreadable_dashboard_file_is_one_line_error(tmp_path):
 def test_no_change_renders_as_such():
     assert render_text("vllm", []) == "vllm: no changes\n"
     assert render_markdown("vllm", []) == "### `vllm`: no changes\n"
+
+
+# --------------------------------------------------------------------------- llmdash diff on git revisions
+
+FAKE_BUILD = '''
+import json, pathlib, sys
+
+def main(prog_name=None):
+    """Stands in for a revision's `llmdash build --out DIR`: writes the models in model.json."""
+    args = sys.argv[1:]
+    if (pathlib.Path(__file__).parent.parent / "broken").exists():
+        sys.exit("error: catalog engines/vllm.yaml: missing key 'series'")
+    out = pathlib.Path(args[args.index("--out") + 1])
+    source = json.loads((pathlib.Path(__file__).parent.parent / "model.json").read_text())
+    (out / "dashboards").mkdir(parents=True)
+    for name, model in source.items():
+        (out / "dashboards" / f"{name}.json").write_text(json.dumps(model, sort_keys=True, indent=2) + "\\n")
+'''
+
+
+def _git(repo, *args):
+    import subprocess
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@example.invalid", "HOME": str(repo), "PATH": "/usr/bin:/bin"})
+
+
+def _commit(repo, models, message, generated=None):
+    (repo / "model.json").write_text(json.dumps(models))
+    if generated is not None:
+        _write_output(repo / "generated", generated, {}) if not (repo / "generated").exists() else None
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository whose two commits build a vLLM dashboard before and after an ITL query change."""
+    root = tmp_path / "repo"
+    (root / "dashboards").mkdir(parents=True)
+    (root / "dashboards" / "__init__.py").write_text("")
+    (root / "dashboards" / "cli.py").write_text(FAKE_BUILD)
+    _git(root, "init", "-q", "-b", "main")
+    before = _dashboard()
+    _commit(root, {"vllm": before}, "first", generated={"vllm": before})
+    after = _dashboard()
+    _panel_by_title(after, "ITL p99")["targets"][0]["expr"] = ITL_EXPR.replace("0.99", "0.95")
+    _commit(root, {"vllm": after}, "second")
+    return root
+
+
+def test_two_revisions_are_built_with_their_own_code(repo, tmp_path):
+    from dashboards.cli_review import compare
+    report, old_label, new_label = compare("HEAD~1", "HEAD", repo, tmp_path / "work")
+    assert (old_label, new_label) == ("HEAD~1", "HEAD")
+    assert report == {"vllm": [Change("expr", f"{ITL_WHERE} / query A", ITL_EXPR, ITL_EXPR.replace("0.99", "0.95"))]}
+    assert compare("HEAD", "HEAD", repo, tmp_path / "same")[0] == {"vllm": []}
+
+
+def test_default_compares_committed_generated_with_working_tree(repo, tmp_path):
+    from dashboards.cli_review import compare
+    report, old_label, new_label = compare(None, None, repo, tmp_path / "work")
+    assert (old_label, new_label) == ("generated/ at HEAD", "working tree")
+    assert [c.kind for c in report["vllm"]] == ["expr"]
+
+
+def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
+    from click.testing import CliRunner
+    from dashboards import cli_review
+    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    runner = CliRunner()
+    changed = runner.invoke(cli_review.diff_command, ["HEAD~1", "HEAD", "--format", "markdown"])
+    assert changed.exit_code == 1, changed.output
+    assert "**row \"Throughput vs latency\" / panel \"ITL p99\"**" in changed.output
+    assert f"  - {ITL_EXPR}\n  + {ITL_EXPR.replace('0.99', '0.95')}" in changed.output
+    same = runner.invoke(cli_review.diff_command, ["main", "HEAD"])
+    assert same.exit_code == 0 and "no dashboard or rule changes" in same.output
+
+
+def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
+    from click.testing import CliRunner
+    from dashboards import cli_review
+    (repo / "broken").write_text("")
+    _git(repo, "add", "broken")
+    _git(repo, "commit", "-q", "-m", "break the catalog")
+    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
+    assert result.exit_code == 2
+    assert result.output == "error: building revision HEAD failed: error: catalog engines/vllm.yaml: missing key 'series'\n"
+
+
+def test_unknown_revision_is_one_line_exit_2():
+    from click.testing import CliRunner
+    from dashboards.cli_review import diff_command
+    result = CliRunner().invoke(diff_command, ["no-such-revision", "HEAD"])
+    assert result.exit_code == 2
+    assert result.output == "error: unknown git revision 'no-such-revision'\n"
