@@ -31,6 +31,8 @@ from typing import Callable
 from dashboards.diff import diff_dashboard, normalise, render_text
 from dashboards.grafana import (GrafanaBackend, NameExists, ProvisionedDashboard, RemoteDashboard,
                                 VersionMismatch)
+from dashboards.validate import validate_dashboard
+from engines.catalog import load_engine
 from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
 
 STAMP_PREFIX = "llmdash-sha:"
@@ -90,38 +92,21 @@ def edited_since_publish(remote: dict) -> bool:
 # ---------------------------------------------------------------- validation
 
 
-def dashboard_problems(dashboard: dict) -> list[str]:
-    """Structural checks a save must pass; stands in until dashboards.validate exists."""
-    problems = []
-    uid = dashboard.get("uid")
-    if not isinstance(uid, str) or not FOLDER_UID.match(uid):
-        problems.append(f"uid {uid!r} must be 1-40 characters of [a-zA-Z0-9_-]")
-    if not str(dashboard.get("title") or "").strip():
-        problems.append("title is empty")
-    panels = dashboard.get("panels")
-    if not isinstance(panels, list):
-        problems.append("panels is not a list")
-        panels = []
-    ids = [p.get("id") for p in panels if isinstance(p, dict)]
-    if len(ids) != len(set(ids)) or any(not isinstance(i, int) or i < 1 for i in ids):
-        problems.append("panel ids must be unique positive integers")
-    for tag in dashboard.get("tags") or []:
-        if len(str(tag)) > 50:
-            problems.append(f"tag {tag!r} is longer than 50 characters")
-    return problems
-
-
 def check_all(dashboards: dict[str, dict]) -> None:
-    """Refuse the whole publish when any dashboard is invalid, before the first request."""
-    bad = {name: problems for name, d in sorted(dashboards.items()) if (problems := dashboard_problems(d))}
+    """Refuse the whole publish when any dashboard is invalid, before the first request.
+
+    Dashboard stems are engine ids; each is checked against its engine's catalog.
+    """
+    bad = {name: problems for name, d in sorted(dashboards.items())
+           if (problems := validate_dashboard(d, load_engine(name)))}
     if bad:
         name, problems = next(iter(bad.items()))
-        more = f" (and {len(bad) - 1} more invalid dashboards)" if len(bad) > 1 else ""
-        raise LlmdashError(f"dashboard {name} is invalid: {'; '.join(problems)}{more}; nothing was published",
-                           EXIT_USAGE)
+        more = sum(len(p) for p in bad.values()) - 1
+        raise LlmdashError(f"dashboard {name} is invalid: {problems[0]}"
+                           f"{f' (and {more} more problems)' if more else ''}; nothing was written", EXIT_USAGE)
     uids = [d["uid"] for d in dashboards.values()]
     if len(uids) != len(set(uids)):
-        raise LlmdashError("two dashboards share a uid; nothing was published", EXIT_USAGE)
+        raise LlmdashError("two dashboards share a uid; nothing was written", EXIT_USAGE)
 
 
 def check_options(options: PublishOptions) -> None:
@@ -211,7 +196,7 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend,
     drifted = edited_since_publish(remote.dashboard) or moved
     if drifted and not options.force:
         why = _drift_reason(remote, moved)
-        return _refused(options, name, uid, remote, f"{why}; publishing would lose:"), changes
+        return _refused(options, name, uid, remote, f"{why}; publishing would lose (- live, + this build):"), changes
     if options.dry_run:
         return Outcome(name, uid, WOULD_UPDATE, remote.version, "over edits made in Grafana" if drifted else ""), changes
     outcome = _save(name, dashboard, backend, options, version=remote.version, created=False, message=message)

@@ -260,6 +260,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return 409, {"message": "a folder/dashboard with the same uid already exists"}
             g.add_folder(uid, title)
             return 200, {**g.folders[uid], "url": f"/dashboards/f/{uid}/"}
+        if method == "DELETE" and path.startswith("/api/folders/"):
+            # DELETE /api/folders/:uid deletes every dashboard inside (grafana.md §1.3).
+            uid = path.rsplit("/", 1)[1]
+            if uid not in g.folders:
+                return 404, {"status": "not-found", "message": "folder not found"}
+            if not can_write:
+                return 403, {"message": "Access denied"}
+            del g.folders[uid]
+            for dashboard_uid in [d for d, s in g.dashboards.items() if s.folder_uid == uid]:
+                del g.dashboards[dashboard_uid]
+            return 200, {"message": "Folder deleted"}
         return 404, {"message": "Not found"}
 
     def _get_dashboard(self, uid: str):

@@ -7,7 +7,11 @@ import socket
 from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
+from dashboards.build import build_dashboards
+from dashboards.cli_publish import publish_command
+from dashboards.config import Config
 from dashboards.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
 from dashboards.publish import PublishOptions, content_hash, publish, stamp_of
 from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
@@ -19,24 +23,26 @@ TOKEN = "glsa_good"
 FOLDER = PublishOptions(folder_uid="llm-serving", folder_title="LLM serving")
 
 
-def make_dashboard(stem: str, itl_expr: str = "histogram_quantile(0.99, itl)") -> dict:
-    """A small dashboard in the shape build emits: a row, then its panels at top level."""
-    datasource = {"type": "prometheus", "uid": "${datasource}"}
-    return {
-        "uid": f"llmdash-{stem}", "id": None, "title": f"{stem} serving", "tags": ["llmdash", stem],
-        "schemaVersion": 39,
-        "panels": [
-            {"id": 1, "type": "row", "title": "Throughput vs latency", "collapsed": False, "panels": [],
-             "gridPos": {"h": 1, "w": 24, "x": 0, "y": 0}},
-            {"id": 2, "type": "timeseries", "title": "Output tokens/s", "datasource": datasource,
-             "gridPos": {"h": 8, "w": 12, "x": 0, "y": 1},
-             "targets": [{"expr": "sum(rate(tokens[5m]))", "refId": "A", "datasource": datasource}]},
-            {"id": 3, "type": "timeseries", "title": "ITL p99", "datasource": datasource,
-             "gridPos": {"h": 8, "w": 12, "x": 12, "y": 1},
-             "targets": [{"expr": itl_expr, "refId": "A", "datasource": datasource}]},
-        ],
-        "templating": {"list": []}, "annotations": {"list": []},
-    }
+BUILT = build_dashboards(Config())
+
+
+def panel_in(model: dict, row: str, title: str) -> dict:
+    """The panel titled `title` under row `row` (titles repeat across rows, e.g. ITL p99)."""
+    current = None
+    for panel in model["panels"]:
+        if panel["type"] == "row":
+            current = panel["title"]
+        elif current == row and panel["title"] == title:
+            return panel
+    raise KeyError(f"{row} / {title}")
+
+
+def make_dashboard(stem: str, itl_description: str | None = None) -> dict:
+    """A fresh copy of the real built dashboard; `itl_description` stands in for a generator change."""
+    model = copy.deepcopy(BUILT[stem])
+    if itl_description is not None:
+        panel_in(model, "Throughput vs latency", "ITL p99")["description"] = itl_description
+    return model
 
 
 def built(*stems: str) -> dict[str, dict]:
@@ -100,7 +106,7 @@ def test_published_dashboard_carries_stamp_of_its_content(grafana):
 
 def test_generator_change_updates_with_live_version_and_no_overwrite(grafana):
     run(grafana, built("vllm"))
-    changed = {"vllm": make_dashboard("vllm", itl_expr="histogram_quantile(0.99, itl_v2)")}
+    changed = {"vllm": make_dashboard("vllm", itl_description="p99 over the last 5 minutes")}
     code, out = run(grafana, changed)
     assert code == EXIT_OK
     update = dashboard_writes(grafana)[-1].body
@@ -112,22 +118,26 @@ def test_generator_change_updates_with_live_version_and_no_overwrite(grafana):
 # ------------------------------------------------------------------ UI edits are never silently lost
 
 
+def itl_query(model: dict) -> dict:
+    return panel_in(model, "Throughput vs latency", "ITL p99")["targets"][0]
+
+
 def edit_itl_query(model: dict) -> None:
-    next(p for p in model["panels"] if p["title"] == "ITL p99")["targets"][0]["expr"] = "edited_during_incident"
+    itl_query(model)["expr"] = "edited_during_incident"
 
 
 def test_ui_edit_is_refused_with_a_diff_naming_the_panel(grafana):
     run(grafana, built("vllm", "sglang"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
     writes_before = len(grafana.writes)
-    changed = {s: make_dashboard(s, itl_expr="new_itl") for s in ("vllm", "sglang")}
+    changed = {s: make_dashboard(s, itl_description="new description") for s in ("vllm", "sglang")}
 
     code, out = run(grafana, changed)
 
     assert code == EXIT_DRIFT
     saved_uids = [r.body["dashboard"]["uid"] for r in grafana.writes[writes_before:]]
     assert saved_uids == ["llmdash-sglang"]               # the untouched one still goes out
-    assert grafana.dashboards["llmdash-vllm"].model["panels"][2]["targets"][0]["expr"] == "edited_during_incident"
+    assert itl_query(grafana.dashboards["llmdash-vllm"].model)["expr"] == "edited_during_incident"
     assert "edited in Grafana since the last llmdash publish" in out
     assert 'panel "ITL p99"' in out and "edited_during_incident" in out
     assert "--force" in out
@@ -147,8 +157,8 @@ def test_force_overwrites_a_ui_edit(grafana):
 def test_edit_reverted_in_ui_counts_as_unchanged(grafana):
     run(grafana, built("vllm"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
-    grafana.ui_save("llmdash-vllm", lambda m: m["panels"][2]["targets"][0].update(
-        expr="histogram_quantile(0.99, itl)"))
+    original = itl_query(BUILT["vllm"])["expr"]
+    grafana.ui_save("llmdash-vllm", lambda model: itl_query(model).update(expr=original))
     writes_before = len(grafana.writes)
     code, _ = run(grafana, built("vllm"))
     assert code == EXIT_OK and len(grafana.writes) == writes_before
@@ -156,7 +166,7 @@ def test_edit_reverted_in_ui_counts_as_unchanged(grafana):
 
 def test_dashboard_without_stamp_is_not_overwritten(grafana):
     grafana.add_folder("llm-serving", "LLM serving")
-    foreign = make_dashboard("vllm", itl_expr="someone_elses_query")
+    foreign = make_dashboard("vllm", itl_description="someone else's dashboard")
     api(grafana).save_dashboard(foreign, folder_uid="llm-serving", version=0, overwrite=False, message="by hand")
     code, out = run(grafana, built("vllm"))
     assert code == EXIT_DRIFT
@@ -189,7 +199,7 @@ class RacingApi(LegacyApi):
 
 def test_edit_during_publish_gets_412_and_is_refused(grafana):
     run(grafana, built("vllm"))
-    changed = {"vllm": make_dashboard("vllm", itl_expr="new_itl")}
+    changed = {"vllm": make_dashboard("vllm", itl_description="new description")}
     lines: list[str] = []
     code = publish(changed, RacingApi(grafana, Connection(url=grafana.url, token=TOKEN)), FOLDER, lines.append)
     assert code == EXIT_DRIFT
@@ -199,7 +209,7 @@ def test_edit_during_publish_gets_412_and_is_refused(grafana):
 
 def test_provisioned_dashboard_is_refused_with_a_clear_message(grafana):
     grafana.add_folder("llm-serving", "LLM serving")
-    grafana.provision(make_dashboard("vllm", itl_expr="from_files"), folder_uid="llm-serving")
+    grafana.provision(make_dashboard("vllm", itl_description="from files"), folder_uid="llm-serving")
     code, out = run(grafana, built("vllm"))
     assert code == EXIT_DRIFT
     assert "provisioned from files" in out
@@ -209,11 +219,11 @@ def test_provisioned_dashboard_is_refused_with_a_clear_message(grafana):
 def test_title_clash_on_grafana_11_2_is_refused(grafana):
     grafana.version = "11.2.0"
     grafana.add_folder("llm-serving", "LLM serving")
-    other = {**make_dashboard("other"), "title": "vllm serving"}
+    other = {**make_dashboard("sglang"), "title": BUILT["vllm"]["title"]}
     api(grafana).save_dashboard(other, folder_uid="llm-serving", version=0, overwrite=False, message="")
     code, out = run(grafana, built("vllm"))
     assert code == EXIT_DRIFT
-    assert "titled 'vllm serving'" in out
+    assert f"titled {BUILT['vllm']['title']!r}" in out
 
 
 # ------------------------------------------------------------------ dry run
@@ -223,14 +233,14 @@ def test_dry_run_reports_each_action_and_writes_nothing(grafana):
     run(grafana, built("vllm", "sglang"))
     grafana.ui_save("llmdash-sglang", edit_itl_query)
     writes_before = len(grafana.writes)
-    dashboards = {"vllm": make_dashboard("vllm", itl_expr="new_itl"), "sglang": make_dashboard("sglang"),
+    dashboards = {"vllm": make_dashboard("vllm", itl_description="new description"), "sglang": make_dashboard("sglang"),
                   "lmdeploy": make_dashboard("lmdeploy")}
 
     code, out = run(grafana, dashboards, PublishOptions("llm-serving", "LLM serving", dry_run=True))
 
     assert len(grafana.writes) == writes_before
     assert "lmdeploy (llmdash-lmdeploy): would create" in out
-    assert "vllm (llmdash-vllm): would update" in out and "new_itl" in out
+    assert "vllm (llmdash-vllm): would update" in out and "new description" in out
     assert "sglang (llmdash-sglang): would refuse" in out
     assert code == EXIT_DRIFT
 
@@ -252,11 +262,11 @@ def test_unchanged_dashboard_is_reported_in_dry_run(grafana):
 
 def test_one_invalid_dashboard_means_zero_requests(grafana):
     dashboards = built("vllm", "sglang")
-    dashboards["sglang"]["panels"][2]["id"] = 2            # duplicate panel id
+    dashboards["sglang"]["panels"][2]["id"] = dashboards["sglang"]["panels"][1]["id"]   # duplicate panel id
     with pytest.raises(LlmdashError) as error:
         run(grafana, dashboards)
     assert error.value.exit_code == EXIT_USAGE
-    assert "sglang is invalid" in str(error.value) and "nothing was published" in str(error.value)
+    assert "sglang is invalid" in str(error.value) and "nothing was written" in str(error.value)
     assert grafana.requests == []
 
 
@@ -450,3 +460,89 @@ def test_publish_leaves_caller_dashboards_untouched(grafana):
     snapshot = copy.deepcopy(dashboards)
     run(grafana, dashboards)
     assert dashboards == snapshot
+
+
+# ------------------------------------------------------------------ command line
+
+
+def cli(fake_url: str, *args: str, token: str = TOKEN, **env: str):
+    environment = {"GRAFANA_URL": fake_url, "GRAFANA_TOKEN": token, "GRAFANA_USER": "", "GRAFANA_PASSWORD": "",
+                   **env}
+    return CliRunner().invoke(publish_command, ["--retry-backoff", "0.01", *args], env=environment)
+
+
+def test_cli_publishes_then_second_run_writes_nothing(grafana):
+    first = cli(grafana.url, "vllm", "sglang")
+    assert first.exit_code == EXIT_OK, first.output
+    writes = len(grafana.writes)
+    second = cli(grafana.url, "vllm", "sglang")
+    assert second.exit_code == EXIT_OK and len(grafana.writes) == writes
+    assert "2 unchanged" in second.output
+
+
+def test_cli_refuses_ui_edit_with_exit_1(grafana):
+    cli(grafana.url, "vllm")
+    grafana.ui_save("llmdash-vllm", edit_itl_query)
+    result = cli(grafana.url, "vllm")
+    assert result.exit_code == EXIT_DRIFT
+    assert 'panel "ITL p99"' in result.output
+    assert cli(grafana.url, "vllm", "--force").exit_code == EXIT_OK
+
+
+def test_cli_wrong_token_never_appears_in_output(grafana):
+    secret = "glsa_wrong_0123456789abcdef"
+    result = cli(grafana.url, "vllm", token=secret)
+    assert result.exit_code == EXIT_REMOTE
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: Grafana rejected the credentials (401")
+    assert secret not in result.output
+    assert grafana.writes == []
+
+
+def test_cli_wrong_password_never_appears_in_output(grafana):
+    result = cli(grafana.url, "vllm", token="", GRAFANA_USER="admin", GRAFANA_PASSWORD="wrong-horse-battery")
+    assert result.exit_code == EXIT_REMOTE and "401" in result.output
+    assert "wrong-horse-battery" not in result.output
+
+
+def test_cli_unreachable_grafana_is_exit_3_with_one_line():
+    result = cli(f"http://127.0.0.1:{free_port()}", "vllm", "--retries", "1")
+    assert result.exit_code == EXIT_REMOTE
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "cannot reach Grafana" in result.stderr
+
+
+def test_cli_bad_config_is_exit_2_before_any_request(grafana, tmp_path):
+    config = tmp_path / "llmdash.yaml"
+    config.write_text("grafana:\n  read_timeout: soon\n")
+    result = cli(grafana.url, "--config", str(config))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith("error: ") and "grafana.read_timeout" in result.stderr
+    assert grafana.requests == []
+
+
+def test_cli_missing_credentials_is_exit_2(grafana):
+    result = cli(grafana.url, "vllm", token="")
+    assert result.exit_code == EXIT_USAGE and "no Grafana credentials" in result.stderr
+    assert grafana.requests == []
+
+
+def test_cli_unknown_dashboard_name_is_exit_2(grafana):
+    result = cli(grafana.url, "vlm")
+    assert result.exit_code == EXIT_USAGE and "unknown dashboard vlm" in result.stderr
+    assert grafana.requests == []
+
+
+def test_cli_token_file_is_sent_as_bearer(grafana, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    result = cli(grafana.url, "vllm", "--token-file", str(token_file), token="")
+    assert result.exit_code == EXIT_OK, result.output
+    assert all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in grafana.requests
+               if r.path != "/api/health")
+
+
+def test_cli_dry_run_writes_nothing(grafana):
+    result = cli(grafana.url, "--dry-run")
+    assert result.exit_code == EXIT_OK, result.output
+    assert grafana.writes == []
+    assert result.output.count("): would create") == len(BUILT)
