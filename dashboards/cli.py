@@ -50,13 +50,9 @@ def build(ctx: click.Context, out: Path, check: bool) -> None:
 @cli.command()
 def engines() -> None:
     """List the engines and which signals each one offers."""
-    specs = load_all()
-    roles = list(ROLES)
-    width = max(len(r) for r in roles)
-    click.echo(" " * width + "  " + "  ".join(f"{name:>10.10}" for name in specs))
-    for role in roles:
-        marks = "  ".join(f"{'yes' if spec.has(role) else '-':>10}" for spec in specs.values())
-        click.echo(f"{role:<{width}}  {marks}")
+    for name, spec in load_all().items():
+        offered = ", ".join(role for role in ROLES if spec.has(role))
+        click.echo(f"{name} ({spec.title}, {spec.versions}): {offered}")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ the file and the key.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from engines.errors import LlmdashError
 
 CATALOG_DIR = Path(__file__).resolve().parent
+CATALOG_DIR_ENV = "LLMDASH_CATALOG_DIR"  # to try catalogs kept outside the tree
 
 METRIC_TYPES = ("counter", "gauge", "histogram")
 EXPORTERS = {
@@ -171,11 +173,16 @@ def bound_problem(metric: Metric, target_seconds: float) -> str | None:
     return None
 
 
-def available_engines(directory: Path = CATALOG_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.yaml"))
+def catalog_dir() -> Path:
+    return Path(os.environ.get(CATALOG_DIR_ENV) or CATALOG_DIR)
 
 
-def load_engine(engine: str, directory: Path = CATALOG_DIR) -> EngineSpec:
+def available_engines(directory: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in (directory or catalog_dir()).glob("*.yaml"))
+
+
+def load_engine(engine: str, directory: Path | None = None) -> EngineSpec:
+    directory = directory or catalog_dir()
     path = directory / f"{engine}.yaml"
     if not path.is_file():
         known = ", ".join(available_engines(directory)) or "none"
@@ -183,7 +190,7 @@ def load_engine(engine: str, directory: Path = CATALOG_DIR) -> EngineSpec:
     return load_catalog(path)
 
 
-def load_all(directory: Path = CATALOG_DIR) -> dict[str, EngineSpec]:
+def load_all(directory: Path | None = None) -> dict[str, EngineSpec]:
     return {name: load_engine(name, directory) for name in available_engines(directory)}
 
 

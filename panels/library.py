@@ -20,9 +20,9 @@ def metrics_used(sig: Signals, *roles: str) -> str:
         if not sig.spec.has(role):
             continue
         for i, source in enumerate(sig.spec.signal(role).sources):
-            series = source.series if source.metric.type != "histogram" or source.part else f"{source.metric.name}_bucket"
             matchers = "".join(f'{{{k}="{v}"}}' for k, v in source.match)
-            label = f"`{series}{matchers}`" + (" (fallback for older versions)" if i else "")
+            kind = " histogram" if source.metric.type == "histogram" and not source.part else ""
+            label = f"`{source.series}{matchers}`{kind}" + (" (fallback for older versions)" if i else "")
             if label not in names:
                 names.append(label)
     return "Metrics: " + ", ".join(names) + "."

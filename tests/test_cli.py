@@ -1,0 +1,92 @@
+"""The `llmdash` command as a user runs it: build, drift check, and one-line errors."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engines.catalog import CATALOG_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def llmdash(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "dashboards.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert llmdash("build", "--out", str(first)).returncode == 0
+    assert llmdash("build", "--out", str(second)).returncode == 0
+    assert snapshot(first) == snapshot(second)
+    assert sorted(snapshot(first)) == [f"dashboards/{e}.json" for e in
+                                       ("lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")]
+    assert llmdash("build", "--check", "--out", str(first)).returncode == 0
+
+
+def test_check_reports_stale_and_leftover_files(tmp_path):
+    out = tmp_path / "gen"
+    assert llmdash("build", "--out", str(out)).returncode == 0
+    (out / "dashboards" / "vllm.json").write_text("{}\n")
+    (out / "dashboards" / "tgi.json").write_text("{}\n")
+    result = llmdash("build", "--check", "--out", str(out))
+    assert result.returncode == 1
+    assert "dashboards/vllm.json" in result.stderr and "dashboards/tgi.json (no longer built)" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert llmdash("build", "--out", str(out)).returncode == 0
+    assert not (out / "dashboards" / "tgi.json").exists()
+
+
+@pytest.mark.parametrize("config, message", [
+    ("thresholds:\n  itl_p99_seconds: {warning: 0.5, critical: 0.2}\n", "thresholds.itl_p99_seconds: warning 0.5"),
+    ("divergence:\n  latency_factor: fast\n", "divergence.latency_factor: expected a number"),
+    ("dashbaord:\n  refresh: 1m\n", "dashbaord: unknown key"),
+    ("engines: [vllm, tgi]\n", "engines: unknown engine 'tgi'"),
+    ("selectors:\n  job-name: vllm\n", "selectors: 'job-name' is not a label name"),
+    ("slo:\n  ttft_seconds: 0.3\n", "slo.ttft_seconds: 0.3s is not a bucket bound"),
+    ("divergence: [1, 2\n", "malformed YAML"),
+])
+def test_bad_config_is_one_line_exit_2_and_writes_nothing(tmp_path, config, message):
+    path = tmp_path / "llmdash.yaml"
+    path.write_text(config)
+    out = tmp_path / "gen"
+    result = llmdash("--config", str(path), "build", "--out", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_bad_catalog_is_one_line_exit_2_and_keeps_previous_output(tmp_path):
+    out = tmp_path / "gen"
+    assert llmdash("build", "--out", str(out)).returncode == 0
+    before = snapshot(out)
+    catalogs = tmp_path / "catalogs"
+    shutil.copytree(CATALOG_DIR, catalogs, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    broken = catalogs / "sglang.yaml"
+    broken.write_text(broken.read_text().replace("type: gauge", "type: gauges", 1))
+    result = llmdash("build", "--out", str(out), env={"LLMDASH_CATALOG_DIR": str(catalogs)})
+    assert result.returncode == 2
+    assert "sglang.yaml" in result.stderr and ".type: expected one of counter, gauge, histogram" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert snapshot(out) == before
+
+
+def test_example_config_builds_and_defaults_need_no_file(tmp_path):
+    example = ROOT / "llmdash.example.yaml"
+    result = llmdash("--config", str(example), "build", "--out", str(tmp_path / "gen"))
+    assert result.returncode == 0, result.stderr
+    assert llmdash("build", "--out", str(tmp_path / "plain"), cwd=tmp_path).returncode == 0
+
+
+def test_usage_error_exits_2():
+    result = llmdash("build", "--no-such-flag")
+    assert result.returncode == 2 and "Traceback" not in result.stderr

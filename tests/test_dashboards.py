@@ -1,0 +1,154 @@
+"""The generated dashboards: what an on-call SRE relies on, checked on every engine."""
+
+import json
+import re
+
+import pytest
+
+from dashboards.build import build_dashboards
+from dashboards.config import Config, Slo
+from dashboards.validate import check_expr, expressions, validate_dashboard
+from engines.catalog import load_all
+from engines.errors import LlmdashError
+
+SPECS = load_all()
+DASHBOARDS = build_dashboards(Config())
+
+
+def rows(dashboard):
+    """Row title -> panels in that row."""
+    grouped, current = {}, None
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = panel["title"]
+            grouped[current] = []
+        else:
+            grouped[current].append(panel)
+    return grouped
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_dashboard_is_valid_for_its_catalog(engine):
+    assert validate_dashboard(DASHBOARDS[engine], SPECS[engine]) == []
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_throughput_sits_beside_latency_p99_same_row_same_height(engine):
+    row = rows(DASHBOARDS[engine])["Throughput vs latency"]
+    titles = [p["title"] for p in row]
+    assert titles[0] == "Output tokens/s"
+    assert "TTFT p99" in titles
+    spec = SPECS[engine]
+    token_latency = "ITL p99" if spec.has("itl") else "TPOT p99" if spec.has("tpot") else None
+    if token_latency:
+        assert titles[1] == token_latency
+    assert len({p["gridPos"]["y"] for p in row}) == 1 and len({p["gridPos"]["h"] for p in row}) == 1
+    assert DASHBOARDS[engine]["graphTooltip"] == 1  # shared crosshair
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_preemption_row_has_direct_or_indirect_signal(engine):
+    titles = [p["title"] for p in rows(DASHBOARDS[engine])["Preemption"]]
+    assert "Latency vs throughput divergence" in titles
+    if SPECS[engine].has("preemptions"):
+        assert {"Preemptions/s", "Paused requests"} & set(titles)
+
+
+def test_engine_specific_preemption_panels():
+    assert "Preemptions per finished request" in [p["title"] for p in rows(DASHBOARDS["vllm"])["Preemption"]]
+    retracted = [p for p in rows(DASHBOARDS["sglang"])["Preemption"] if p["title"].startswith("Retracted")]
+    assert [t["legendFormat"] for t in retracted[0]["targets"]][:2] == ["{{model_name}} prompt",
+                                                                       "{{model_name}} generated"]
+    paused = [p for p in rows(DASHBOARDS["tensorrt-llm-serve"])["Preemption"] if p["title"] == "Paused requests"]
+    assert "MAX_UTILIZATION" in paused[0]["description"]
+    tile = [p for p in rows(DASHBOARDS["lmdeploy"])["On-call"] if p["title"] == "Preemptions"][0]
+    assert tile["type"] == "text" and "Latency vs throughput divergence" in tile["options"]["content"]
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_annotations_mark_preemption_and_divergence(engine):
+    names = [a["name"] for a in DASHBOARDS[engine]["annotations"]["list"]]
+    assert any("Divergence" in n for n in names)
+    assert any("Preemption" in n for n in names) == SPECS[engine].has("preemptions")
+    for entry in DASHBOARDS[engine]["annotations"]["list"][1:]:
+        assert entry["target"]["refId"] == "Anno" and entry["target"]["expr"].endswith("* 0 + 1")
+        assert entry["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+
+
+@pytest.mark.parametrize("engine", sorted(SPECS))
+def test_every_panel_has_unit_and_description_naming_its_metrics(engine):
+    for panel in DASHBOARDS[engine]["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert len(panel["description"]) > 60, panel["title"]
+        if panel["type"] != "text":
+            assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+            for target in panel["targets"]:
+                for series in re.findall(r"([a-z_:]+)\{", target["expr"]):
+                    assert re.sub(r"_(bucket|sum|count)$", "", series) in panel["description"], series
+
+
+def test_no_angular_panels_and_a_current_schema():
+    for dashboard in DASHBOARDS.values():
+        assert dashboard["schemaVersion"] >= 39
+        assert not {p["type"] for p in dashboard["panels"]} & {"graph", "singlestat"}
+
+
+def test_itl_vs_tpot_row_explains_the_difference():
+    panels = rows(DASHBOARDS["sglang"])["ITL vs TPOT"]
+    assert [p["title"] for p in panels] == ["ITL p99", "TPOT p99"]
+    assert "divided by the number of new tokens" in panels[0]["description"]
+    assert "averages the gap" in panels[1]["description"]
+
+
+def test_validator_rejects_the_mistakes_existing_dashboards_ship():
+    vllm = SPECS["vllm"]
+    assert check_expr("sum(rate(vllm:num_preemptions[5m]))", vllm)                      # missing _total
+    assert check_expr("histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds_bucket[5m]))", vllm)
+    assert check_expr("vllm:generation_tokens_total", vllm)                             # raw counter
+    assert check_expr("sum(rate(vllm:gpu_prefix_cache_hits_total[5m]))", vllm)          # removed name
+    assert check_expr("avg(rate(x_sum[5m])", vllm)                                      # does not parse
+    bad = json.loads(json.dumps(DASHBOARDS["vllm"]))
+    bad["panels"][2]["gridPos"]["x"] = 22
+    bad["panels"][3]["datasource"] = {"type": "prometheus", "uid": "ddyfngn31dg5cf"}
+    problems = validate_dashboard(bad, vllm)
+    assert any("outside the 24-column grid" in p for p in problems)
+    assert any("datasource is not" in p for p in problems)
+
+
+def test_all_expressions_obey_the_promql_rules():
+    for engine, dashboard in DASHBOARDS.items():
+        for where, expr in expressions(dashboard):
+            assert check_expr(expr, SPECS[engine]) == [], where
+            for match in re.finditer(r"histogram_quantile\(", expr):
+                assert "sum by (le" in expr[match.end():match.end() + 40]
+
+
+def test_default_selection_is_by_metric_name_and_variables_default_to_all():
+    variables = DASHBOARDS["vllm"]["templating"]["list"]
+    assert [v["name"] for v in variables] == ["datasource", "model_name", "instance"]
+    for variable in variables[1:]:
+        assert variable["includeAll"] and variable["multi"] and variable["current"]["value"] == ["$__all"]
+    for _, expr in expressions(DASHBOARDS["vllm"]):
+        assert "job=" not in expr and "namespace=" not in expr
+
+
+def test_config_selectors_are_escaped_and_label_variables_added():
+    config = Config(selectors={"job": 'vllm "prod"'}, label_variables=("namespace",))
+    dashboard = build_dashboards(Config(engines=("vllm",), selectors=config.selectors,
+                                        label_variables=config.label_variables))["vllm"]
+    assert "namespace" in [v["name"] for v in dashboard["templating"]["list"]]
+    for _, expr in expressions(dashboard):
+        assert 'job="vllm \\"prod\\""' in expr and 'namespace=~"$namespace"' in expr
+
+
+def test_slo_panels_read_the_target_bucket():
+    slo = [p for p in rows(DASHBOARDS["vllm"])["SLO"] if p["title"].startswith("TTFT")][0]
+    assert 'le="1.0"' in slo["targets"][0]["expr"] and "_count" in slo["targets"][0]["expr"]
+    triton = [p for p in rows(DASHBOARDS["tensorrt-llm-triton"])["SLO"]][0]
+    assert 'le="500"' in triton["targets"][0]["expr"]  # prometheus-cpp writes bounds without .0
+
+
+def test_slo_target_off_the_buckets_is_refused():
+    with pytest.raises(LlmdashError, match=r"slo.ttft_seconds: 0.3s is not a bucket bound"):
+        build_dashboards(Config(engines=("vllm",), slo=Slo(ttft_seconds=0.3)))
