@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from dashboards.build import build_dashboards
+from dashboards.config import Config
 from dashboards.grafana import LegacyApi, resolve_connection
 from dashboards.publish import PublishOptions, publish
 from engines.errors import EXIT_DRIFT, EXIT_OK
@@ -75,8 +77,5 @@ def test_publish_contract_against_real_grafana():
 
 def live_dashboard(folder: str) -> dict:
     """The real vLLM dashboard under a test uid, so a shared Grafana's copy is left alone."""
-    from dashboards.build import build_dashboards
-    from dashboards.config import Config
-
     dashboard = build_dashboards(Config())["vllm"]
     return {**dashboard, "uid": f"{folder}-vllm", "title": f"{dashboard['title']} ({folder})"}
