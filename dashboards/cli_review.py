@@ -23,8 +23,11 @@ from dashboards.layout import check_picture_path, render_layout
 from engines.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
 
 BUILD_TIMEOUT_SECONDS = 600
-# Runs the tree's own CLI without relying on a `__main__` guard in that revision.
-BUILD_COMMAND = "from dashboards.cli import main; main(prog_name='llmdash')"
+# Runs the tree's own CLI. The editable install's import hook is dropped first: it would
+# otherwise fill any module missing from an old revision with the working tree's copy.
+BUILD_COMMAND = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path"
+                 " if not getattr(f, '__module__', '').startswith('__editable__')]; "
+                 "from dashboards.cli import main; main()")
 
 
 def source_root() -> Path:
@@ -67,16 +70,19 @@ def extract_revision(repo: Path, commit: str, destination: Path, paths: tuple[st
     return True
 
 
-def build_tree(tree: Path, out: Path, label: str) -> BuildOutput:
-    """Run `llmdash build --out <out>` with the code in `tree` and read what it wrote."""
+def build_tree(tree: Path, out: Path, label: str, config_path: Path | None = None) -> BuildOutput:
+    """Run `llmdash [--config FILE] build --out <out>` with the code in `tree` and read what it wrote."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    config_args = ["--config", str(config_path.resolve())] if config_path else []
     try:
-        result = subprocess.run([sys.executable, "-c", BUILD_COMMAND, "build", "--out", str(out)], cwd=tree, env=env,
+        result = subprocess.run([sys.executable, "-c", BUILD_COMMAND, *config_args, "build", "--out", str(out)],
+                                cwd=tree, env=env,
                                 capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False)
     except subprocess.TimeoutExpired:
         raise LlmdashError(f"building {label} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
     if result.returncode != 0:
         reason = _last_line(result.stderr) or _last_line(result.stdout) or f"exit code {result.returncode}"
+        reason = reason.removeprefix("error: ")
         raise LlmdashError(f"building {label} failed: {reason}")
     return load_output(out)
 

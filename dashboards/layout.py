@@ -141,7 +141,8 @@ def draw_layout(ax, dashboard: dict, height: int, marks: dict[str, str]) -> list
         box = Rectangle((x + 0.08, y + 0.12), w - 0.16, h - 0.24, facecolor=fill if marked else PANEL_FILL,
                         edgecolor=edge if marked else PANEL_EDGE, linewidth=2.5 if marked else 0.8)
         ax.add_patch(box)
-        title = textwrap.fill(item.title or f"panel #{item.panel.get('id')}", width=max(8, int(w * 2.2)))
+        title = textwrap.fill(item.title or f"panel #{item.panel.get('id')}", width=max(6, int(w * 5.5)),
+                              break_long_words=False)
         ax.text(x + 0.35, y + 0.45, title, va="top", fontsize=8, fontweight="bold", clip_path=box, clip_on=True)
         ax.text(x + w - 0.3, y + h - 0.4, str(item.panel.get("type", "?")), va="bottom", ha="right",
                 fontsize=7, color="#5c6678", clip_path=box, clip_on=True)

@@ -441,7 +441,7 @@ def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     monkeypatch.setattr(cli_review, "source_root", lambda: repo)
     result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
     assert result.exit_code == 2
-    assert result.output == "error: building revision HEAD failed: error: catalog engines/vllm.yaml: missing key 'series'\n"
+    assert result.output == "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n"
 
 
 def test_unknown_revision_is_one_line_exit_2():
@@ -450,3 +450,12 @@ def test_unknown_revision_is_one_line_exit_2():
     result = CliRunner().invoke(diff_command, ["no-such-revision", "HEAD"])
     assert result.exit_code == 2
     assert result.output == "error: unknown git revision 'no-such-revision'\n"
+
+
+def test_revision_is_built_only_from_its_own_files(repo, tmp_path):
+    """A revision without the build code must fail, not borrow the installed working tree's modules."""
+    from dashboards.cli_review import compare
+    _git(repo, "rm", "-q", "dashboards/cli.py")
+    _git(repo, "commit", "-q", "-m", "drop the build")
+    with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'dashboards.cli'$"):
+        compare("HEAD~1", "HEAD", repo, tmp_path / "work")
