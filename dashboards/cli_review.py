@@ -87,14 +87,14 @@ def build_tree(tree: Path, out: Path, label: str, config_path: Path | None = Non
     return load_output(out)
 
 
-def build_revision(repo: Path, revision: str, workdir: Path) -> BuildOutput:
+def build_revision(repo: Path, revision: str, workdir: Path, config_path: Path | None = None) -> BuildOutput:
     """The build output of `revision`, built once per commit even when both sides name it."""
     commit = resolve_revision(repo, revision)
     tree, out = workdir / f"tree-{commit}", workdir / f"out-{commit}"
     if out.exists():
         return load_output(out)
     extract_revision(repo, commit, tree)
-    return build_tree(tree, out, f"revision {revision}")
+    return build_tree(tree, out, f"revision {revision}", config_path)
 
 
 def committed_output(repo: Path, workdir: Path) -> tuple[BuildOutput, str]:
@@ -108,16 +108,21 @@ def committed_output(repo: Path, workdir: Path) -> tuple[BuildOutput, str]:
     return load_output(extracted / "generated"), "generated/ at HEAD"
 
 
-def compare(base: str | None, head: str | None, repo: Path, workdir: Path) -> tuple[dict, str, str]:
-    """Changes per dashboard between the two sides `llmdash diff [BASE] [HEAD]` names, with their labels."""
+def compare(base: str | None, head: str | None, repo: Path, workdir: Path,
+            config_path: Path | None = None) -> tuple[dict, str, str]:
+    """Changes per dashboard between the two sides `llmdash diff [BASE] [HEAD]` names, with their labels.
+
+    `config_path` (the group's --config) is used by both builds, so only code changes show.
+    """
     if base is None:
         old, old_label = committed_output(repo, workdir)
     else:
-        old, old_label = build_revision(repo, base, workdir), base
+        old, old_label = build_revision(repo, base, workdir, config_path), base
     if head is None:
-        new, new_label = build_tree(repo, workdir / "out-working-tree", "the working tree"), "working tree"
+        new = build_tree(repo, workdir / "out-working-tree", "the working tree", config_path)
+        new_label = "working tree"
     else:
-        new, new_label = build_revision(repo, head, workdir), head
+        new, new_label = build_revision(repo, head, workdir, config_path), head
     return diff_outputs(old, new), old_label, new_label
 
 
@@ -146,6 +151,12 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _config_path(ctx: click.Context) -> Path | None:
+    """The `llmdash --config FILE` given to the group, if any."""
+    options = ctx.find_object(dict) or {}
+    return Path(options["config_path"]) if options.get("config_path") else None
+
+
 def _fail(error: LlmdashError) -> None:
     click.echo(f"error: {error}", err=True)
     sys.exit(error.exit_code)
@@ -156,7 +167,8 @@ def _fail(error: LlmdashError) -> None:
 @click.argument("head", required=False)
 @click.option("--format", "output_format", type=click.Choice(["text", "markdown"]), default="text",
               show_default=True, help="markdown is ready to paste as a pull-request comment")
-def diff_command(base, head, output_format):
+@click.pass_context
+def diff_command(ctx, base, head, output_format):
     """Show what changed in the dashboards and rule files, panel by panel.
 
     \b
@@ -168,7 +180,7 @@ def diff_command(base, head, output_format):
     """
     try:
         with tempfile.TemporaryDirectory(prefix="llmdash-diff-") as workdir:
-            report, old_label, new_label = compare(base, head, source_root(), Path(workdir))
+            report, old_label, new_label = compare(base, head, source_root(), Path(workdir), _config_path(ctx))
     except LlmdashError as error:
         _fail(error)
     click.echo(render_report(report, old_label, new_label, output_format), nl=False)
@@ -180,17 +192,19 @@ def diff_command(base, head, output_format):
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Picture to write, .png or .svg (default out/layout-ENGINE.png)")
 @click.option("--base", "base_revision", help="Git revision to draw beside it, changed panels highlighted")
-def layout_command(engine, out_path, base_revision):
+@click.pass_context
+def layout_command(ctx, engine, out_path, base_revision):
     """Draw a dashboard's grid (rows, panels, titles, types) of the working tree's build.
 
     Exit codes: 0 written, 2 unknown dashboard, bad revision, bad --out or failed build.
     """
     try:
         out_path = check_picture_path(out_path or Path("out") / f"layout-{engine}.png")
-        root = source_root()
+        root, config_path = source_root(), _config_path(ctx)
         with tempfile.TemporaryDirectory(prefix="llmdash-layout-") as workdir:
-            new = build_tree(root, Path(workdir) / "out-working-tree", "the working tree").dashboards
-            old = build_revision(root, base_revision, Path(workdir)).dashboards if base_revision else None
+            new = build_tree(root, Path(workdir) / "out-working-tree", "the working tree", config_path).dashboards
+            old = (build_revision(root, base_revision, Path(workdir), config_path).dashboards
+                   if base_revision else None)
         if engine not in new:
             raise LlmdashError(f"unknown dashboard {engine!r} (built: {', '.join(sorted(new))})")
         if old is not None and engine not in old:

@@ -367,6 +367,9 @@ def main(prog_name=None):
         sys.exit("error: catalog engines/vllm.yaml: missing key 'series'")
     out = pathlib.Path(args[args.index("--out") + 1])
     source = json.loads((pathlib.Path(__file__).parent.parent / "model.json").read_text())
+    if "--config" in args:  # the config file holds a title, so a test can see it was used
+        title = pathlib.Path(args[args.index("--config") + 1]).read_text().strip()
+        source = {name: {**model, "title": title} for name, model in source.items()}
     (out / "dashboards").mkdir(parents=True)
     for name, model in source.items():
         (out / "dashboards" / f"{name}.json").write_text(json.dumps(model, sort_keys=True, indent=2) + "\\n")
@@ -459,3 +462,25 @@ def test_revision_is_built_only_from_its_own_files(repo, tmp_path):
     _git(repo, "commit", "-q", "-m", "drop the build")
     with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'dashboards.cli'$"):
         compare("HEAD~1", "HEAD", repo, tmp_path / "work")
+
+
+def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
+    import click
+    from click.testing import CliRunner
+    from dashboards import cli_review
+
+    @click.group()
+    @click.option("--config", "config_path")
+    @click.pass_context
+    def llmdash(ctx, config_path):
+        ctx.obj = {"config_path": config_path}
+
+    llmdash.add_command(cli_review.diff_command)
+    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    config = tmp_path / "llmdash.yaml"
+    config.write_text("vLLM on-call\n")
+    same = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD~1", "HEAD"])
+    assert same.exit_code == 1 and "title" not in same.output  # only the query differs
+    against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff"])
+    assert against_committed.exit_code == 1
+    assert "  dashboard\n    title: vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
