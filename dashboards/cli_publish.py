@@ -27,6 +27,11 @@ def _selected(config, names: tuple[str, ...]) -> dict[str, dict]:
     return {n: d for n, d in dashboards.items() if not names or n in names}
 
 
+def _config(ctx: click.Context, config_path: str | None):
+    """This command's --config, else the one given to the `llmdash` group."""
+    return load_config(config_path or (ctx.obj or {}).get("config_path"))
+
+
 def _fail(error: LlmdashError) -> None:
     click.echo(f"error: {error}", err=True)
     sys.exit(error.exit_code)
@@ -50,7 +55,8 @@ def _fail(error: LlmdashError) -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would be created, updated or refused; write nothing")
 @click.option("--force", is_flag=True, help="Overwrite dashboards edited in Grafana since the last publish")
 @click.option("--annotate", is_flag=True, help="Post a Grafana annotation tagged with the git revision")
-def publish_command(names, config_path, url, token_file, folder_uid, folder_title, ca_cert, insecure,
+@click.pass_context
+def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder_title, ca_cert, insecure,
                     connect_timeout, read_timeout, retries, retry_backoff, dry_run, force, annotate):
     """Publish the built dashboards to Grafana.
 
@@ -59,7 +65,7 @@ def publish_command(names, config_path, url, token_file, folder_uid, folder_titl
     Credentials: GRAFANA_TOKEN, --token-file, or GRAFANA_USER + GRAFANA_PASSWORD.
     """
     try:
-        config = load_config(config_path)
+        config = _config(ctx, config_path)
         settings = config.grafana
         connection = resolve_connection(
             settings, os.environ, url=url, token_file=token_file, ca_cert=ca_cert, insecure=insecure,
@@ -73,7 +79,7 @@ def publish_command(names, config_path, url, token_file, folder_uid, folder_titl
         code = publish(dashboards, LegacyApi(connection), options, echo=click.echo)
     except LlmdashError as error:
         _fail(error)
-    sys.exit(code)
+    ctx.exit(code)
 
 
 @click.command("provision")
@@ -81,7 +87,8 @@ def publish_command(names, config_path, url, token_file, folder_uid, folder_titl
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
 @click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
               help="Where Grafana will see the dashboard files (the provider's options.path)")
-def provision_command(directory, config_path, grafana_path):
+@click.pass_context
+def provision_command(ctx, directory, config_path, grafana_path):
     """Write a Grafana file-provisioning layout to DIRECTORY.
 
     DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it under
@@ -89,7 +96,7 @@ def provision_command(directory, config_path, grafana_path):
     (mount them at --grafana-path).
     """
     try:
-        config = load_config(config_path)
+        config = _config(ctx, config_path)
         written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
                                      folder_title=config.grafana.folder_title, grafana_path=grafana_path)
     except LlmdashError as error:
