@@ -117,12 +117,12 @@ def compare(base: str | None, head: str | None, repo: Path, workdir: Path,
     if base is None:
         old, old_label = committed_output(repo, workdir)
     else:
-        old, old_label = build_revision(repo, base, workdir, config_path), base
+        old, old_label = build_revision(repo, base, workdir, config_path), _short(base)
     if head is None:
         new = build_tree(repo, workdir / "out-working-tree", "the working tree", config_path)
         new_label = "working tree"
     else:
-        new, new_label = build_revision(repo, head, workdir, config_path), head
+        new, new_label = build_revision(repo, head, workdir, config_path), _short(head)
     return diff_outputs(old, new), old_label, new_label
 
 
@@ -144,6 +144,12 @@ def render_report(report: dict, old_label: str, new_label: str, output_format: s
     if not changed:
         parts.append("no dashboard or rule changes\n")
     return "\n".join(parts)
+
+
+def _short(revision: str) -> str:
+    """`git merge-base` hands over 40-hex ids; 12 are enough to read."""
+    is_full_id = len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
+    return revision[:12] if is_full_id else revision
 
 
 def _last_line(text: str) -> str:

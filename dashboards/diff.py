@@ -621,6 +621,7 @@ def render_text(name: str, changes: list[Change]) -> str:
                 lines.append(f"    {_label('expr', detail)}:")
                 lines.append(f"      - {_absent(change.before)}")
                 lines.append(f"      + {_absent(change.after)}")
+                lines += _caret("        ", change)
             else:
                 lines.append(f"    {_label(change.kind, detail)}: {_values(change, str)}")
     return "\n".join(lines) + "\n"
@@ -636,11 +637,20 @@ def render_markdown(name: str, changes: list[Change]) -> str:
             if change.kind == "expr":
                 fence = _fence(change.before, change.after)
                 lines += [f"- {label}:", "", f"  {fence}diff", f"  - {_absent(change.before)}",
-                          f"  + {_absent(change.after)}", f"  {fence}"]
+                          f"  + {_absent(change.after)}", *_caret("    ", change), f"  {fence}"]
             else:
                 lines.append(f"- {label}: {_values(change, _code).replace(' -> ', ' → ')}")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _caret(indent: str, change: Change) -> list[str]:
+    """A `^` under the first differing character of a long one-line expression pair."""
+    before, after = change.before, change.after
+    if before is None or after is None or "\n" in before + after or min(len(before), len(after)) < 40:
+        return []
+    column = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    return [f"{indent}{' ' * column}^"]
 
 
 def _absent(value: str | None) -> str:

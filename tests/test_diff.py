@@ -197,7 +197,9 @@ def test_promql_change_is_a_before_after_pair_in_both_renderings(old, new):
 
     text = render_text("vllm", changes)
     assert f"  {ITL_WHERE}\n" in text
-    assert f"- {ITL_EXPR}\n" in text and f"+ {new_expr}\n" in text
+    assert f"      - {ITL_EXPR}\n      + {new_expr}\n" in text
+    column = ITL_EXPR.index("0.99") + 3  # the caret points at the digit that changed
+    assert f"+ {new_expr}\n        {' ' * column}^\n" in text
     markdown = render_markdown("vllm", changes)
     assert "```diff" in markdown and f"- {ITL_EXPR}" in markdown and f"+ {new_expr}" in markdown
     assert markdown.startswith("### `vllm`: 1 change")
