@@ -15,6 +15,8 @@ from dashboards.config import Config
 from dashboards.provision import write_provisioning
 from engines.errors import EXIT_OK, EXIT_USAGE, LlmdashError
 
+pytestmark = pytest.mark.publish
+
 BUILT = build_dashboards(Config())
 
 
