@@ -83,7 +83,7 @@ def resolve_connection(
             raise LlmdashError(f"cannot read --token-file {token_file}: {exc.strerror}", EXIT_USAGE) from None
         if not token:
             raise LlmdashError(f"--token-file {token_file} is empty", EXIT_USAGE)
-    elif env.get("GRAFANA_TOKEN"):
+    elif env.get("GRAFANA_TOKEN", "").strip():
         token = env["GRAFANA_TOKEN"].strip()
     elif env.get("GRAFANA_USER") or env.get("GRAFANA_PASSWORD"):
         user, password = env.get("GRAFANA_USER"), env.get("GRAFANA_PASSWORD")

@@ -426,6 +426,7 @@ def test_basic_auth_needs_both_halves():
 
 @pytest.mark.parametrize("env, flags, expected", [
     ({}, {}, "no Grafana credentials"),
+    ({"GRAFANA_TOKEN": "  \n"}, {}, "no Grafana credentials"),
     ({"GRAFANA_TOKEN": "t", "GRAFANA_URL": "ftp://x"}, {}, "must look like"),
     ({"GRAFANA_TOKEN": "t", "GRAFANA_URL": "https://admin:hunter2@grafana.example"}, {}, "must not contain"),
     ({"GRAFANA_TOKEN": "t"}, {"insecure": True, "ca_cert": "/etc/ssl/ca.pem"}, "contradict"),
