@@ -185,9 +185,37 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
     changes += _annotation_changes(_list_at(old_n, "annotations"), _list_at(new_n, "annotations"))
     changes += _keyed_changes("link", "link", _keyed(old_n.get("links") or [], ("title", "url")),
                               _keyed(new_n.get("links") or [], ("title", "url")))
+    for section in ("templating", "annotations"):
+        changes += _setting_changes(f"dashboard / {section}", _beside_list(old_n.get(section)),
+                                    _beside_list(new_n.get(section)))
     handled = {"title", "description", "panels", "templating", "annotations", "links"}
     changes += _setting_changes("dashboard", _without(old_n, handled), _without(new_n, handled))
+    if not changes and old_n != new_n:
+        changes.append(_unitemised(old_n, new_n))
     return changes
+
+
+def _beside_list(section: Any) -> Any:
+    """A templating/annotations section without its `list` (compared entry by entry elsewhere)."""
+    return _without(section, {"list"}) if isinstance(section, dict) else section
+
+
+def _unitemised(old: dict, new: dict) -> Change:
+    """The honest last word when models differ but nothing above names how, so publish never shows an empty diff.
+
+    The usual case is a vertical shift of whole rows, which keeps every panel's place within its row.
+    """
+    if _drop_grid_y(old) == _drop_grid_y(new):
+        return Change("panel-moved", "dashboard", None, "rows shifted vertically; order, sizes and rows unchanged")
+    return Change("setting", "dashboard", None, "models differ in a field not itemised here; compare the JSON")
+
+
+def _drop_grid_y(model: dict) -> dict:
+    def strip(panels):
+        return [{**p, "gridPos": _without(p.get("gridPos") or {}, {"y"}), "panels": strip(p.get("panels") or [])}
+                if isinstance(p, dict) else p for p in panels]
+
+    return {**model, "panels": strip(model.get("panels") or [])}
 
 
 def _panel_changes(old: dict, new: dict) -> list[Change]:

@@ -3,6 +3,7 @@
 import copy
 import json
 import random
+from pathlib import Path
 
 import pytest
 import yaml
@@ -263,6 +264,19 @@ def test_dashboard_title_and_setting(old, new):
     ]
 
 
+def test_whole_grid_shift_is_still_reported(old, new):
+    """Nothing moved within its row, yet the models differ: say so rather than report nothing."""
+    for panel in new["panels"]:
+        panel["gridPos"]["y"] += 2
+    assert diff_dashboard(old, new) == [
+        Change("panel-moved", "dashboard", None, "rows shifted vertically; order, sizes and rows unchanged")]
+
+
+def test_templating_section_setting(old, new):
+    new["templating"]["enable"] = False
+    assert diff_dashboard(old, new) == [Change("setting", "dashboard / templating / enable", None, "false")]
+
+
 def test_created_and_deleted_dashboard(old):
     created = diff_dashboard(None, old)
     assert created[0] == Change("dashboard-added", "dashboard", None, "vLLM: throughput vs latency")
@@ -486,3 +500,28 @@ def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff"])
     assert against_committed.exit_code == 1
     assert "  dashboard\n    title: vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
+
+
+GENERATED = sorted((Path(__file__).resolve().parent.parent / "generated" / "dashboards").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.stem)
+def test_real_dashboards_reordered_report_nothing_and_each_query_change_is_named(path):
+    model = json.loads(path.read_text())
+    shuffled = json.loads(json.dumps(model))
+    random.Random(path.stem).shuffle(shuffled["panels"])
+    assert diff_dashboard(model, shuffled) == []
+
+    queried = [p for p in model["panels"] if p.get("targets")]
+    assert queried, "a generated dashboard without queries"
+    for panel in queried:
+        changed = copy.deepcopy(model)
+        target = next(p for p in changed["panels"] if p["id"] == panel["id"])["targets"][0]
+        target["expr"] = f"({target['expr']}) * 2"
+        [change] = diff_dashboard(model, changed)
+        assert change.kind == "expr" and change.after == target["expr"]
+        assert change.where.endswith(f'panel "{panel["title"]}" / query {target["refId"]}')
+
+
+def test_generated_dashboards_exist_for_the_test_above():
+    assert {p.stem for p in GENERATED} >= {"vllm", "sglang", "lmdeploy"}
