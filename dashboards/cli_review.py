@@ -100,6 +100,8 @@ def build_revision(repo: Path, revision: str, workdir: Path, config_path: Path |
 def committed_output(repo: Path, workdir: Path) -> tuple[BuildOutput, str]:
     """`generated/` as committed at HEAD (as on disk when not a git checkout)."""
     if not is_git_checkout(repo):
+        if not (repo / "generated").is_dir():
+            raise LlmdashError(f"llmdash diff needs a checkout of the llmdash repository (no generated/ under {repo})")
         return load_output(repo / "generated"), "generated/ on disk"
     head = resolve_revision(repo, "HEAD")
     extracted = workdir / "committed"

@@ -525,3 +525,14 @@ def test_real_dashboards_reordered_report_nothing_and_each_query_change_is_named
 
 def test_generated_dashboards_exist_for_the_test_above():
     assert {p.stem for p in GENERATED} >= {"vllm", "sglang", "lmdeploy"}
+
+
+def test_outside_a_git_checkout_the_files_on_disk_are_the_committed_side(repo, tmp_path):
+    import shutil
+    from dashboards.cli_review import compare
+    shutil.rmtree(repo / ".git")
+    report, old_label, _ = compare(None, None, repo, tmp_path / "work")
+    assert old_label == "generated/ on disk" and [c.kind for c in report["vllm"]] == ["expr"]
+    shutil.rmtree(repo / "generated")
+    with pytest.raises(LlmdashError, match="needs a checkout of the llmdash repository"):
+        compare(None, None, repo, tmp_path / "again")
