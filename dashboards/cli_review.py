@@ -48,11 +48,10 @@ def is_git_checkout(repo: Path) -> bool:
 
 def resolve_revision(repo: Path, revision: str) -> str:
     """The commit id a revision names, or a one-line usage error."""
-    if revision.startswith("-") or not is_git_checkout(repo):
-        raise LlmdashError(f"unknown git revision {revision!r}" + ("" if is_git_checkout(repo)
-                                                                     else f" ({repo} is not a git checkout)"))
-    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
-    if found.returncode != 0:
+    if not is_git_checkout(repo):
+        raise LlmdashError(f"unknown git revision {revision!r} ({repo} is not a git checkout)")
+    found = None if revision.startswith("-") else _git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    if found is None or found.returncode != 0:
         raise LlmdashError(f"unknown git revision {revision!r}")
     return found.stdout.strip()
 
