@@ -8,7 +8,6 @@ highlighted: orange where changed, red where removed (old side), green where add
 from __future__ import annotations
 
 import os
-import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,11 +162,10 @@ def _title(dashboard: dict) -> str:
 def _save(figure, out: Path) -> None:
     """Write next to the target and rename, so a failed render leaves no half-written picture."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
-    os.close(handle)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         figure.savefig(partial, format=out.suffix.lower().lstrip("."), dpi=100)
         os.replace(partial, out)
     except BaseException:
-        Path(partial).unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         raise

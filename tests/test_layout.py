@@ -25,6 +25,7 @@ def test_png_of_the_grid_has_a_plausible_size(tmp_path):
     assert width == 1200
     assert 400 < height < 800
     assert picture.highlighted_new == set() and picture.highlighted_old == set()
+    assert [p.name for p in tmp_path.iterdir()] == ["vllm.png"]  # no partial file left beside it
 
 
 def test_svg_names_rows_panels_and_types(tmp_path):
