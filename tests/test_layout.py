@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from dashboards import cli_review
 from dashboards.layout import changed_panels, render_layout
 from engines.errors import LlmdashError
-from test_diff import ITL_WHERE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
+from tests.test_diff import ITL_WHERE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
 
 
 def _png_size(path):
