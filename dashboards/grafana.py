@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from engines.errors import EXIT_REMOTE, EXIT_USAGE, LlmdashError
+from engines.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 
 # ---------------------------------------------------------------- connection
 
@@ -133,22 +133,26 @@ def resolve_connection(
 class GrafanaError(LlmdashError):
     """Grafana answered with an error or could not be reached (exit 3 unless refined below)."""
 
-    def __init__(self, message: str, status: int | None = None, grafana_status: str | None = None,
-                 exit_code: int = EXIT_REMOTE):
+    def __init__(self, message: str, exit_code: int = EXIT_REMOTE):
         super().__init__(message, exit_code)
-        self.status = status
-        self.grafana_status = grafana_status
 
 
-class VersionMismatch(GrafanaError):
+class Refused(GrafanaError):
+    """Grafana would not save one dashboard; publish reports it and goes on with the others (exit 1)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_DRIFT)
+
+
+class VersionMismatch(Refused):
     """412 version-mismatch: someone saved the dashboard between our GET and our POST."""
 
 
-class NameExists(GrafanaError):
+class NameExists(Refused):
     """412 name-exists (Grafana <= 11.2): another dashboard in the folder has this title."""
 
 
-class ProvisionedDashboard(GrafanaError):
+class ProvisionedDashboard(Refused):
     """400 "Cannot save provisioned dashboard": the file provider owns it."""
 
 
@@ -168,7 +172,6 @@ class RemoteDashboard:
 class SavedDashboard:
     uid: str
     version: int
-    url: str
 
 
 class GrafanaBackend(Protocol):
@@ -278,8 +281,7 @@ class LegacyApi:
         except ValueError:
             payload = None
         if not isinstance(payload, dict):
-            raise GrafanaError(f"{self._where} did not answer JSON while {what}; is GRAFANA_URL a Grafana?",
-                               response.status_code)
+            raise GrafanaError(f"{self._where} did not answer JSON while {what}; is GRAFANA_URL a Grafana?")
         return payload
 
     @staticmethod
@@ -295,11 +297,11 @@ class LegacyApi:
         code, message = response.status_code, self._message(response)
         if code == 401:
             return GrafanaError(f"Grafana rejected the credentials (401 {message or 'Unauthorized'}) while {what}; "
-                                "check GRAFANA_TOKEN / --token-file or GRAFANA_USER/GRAFANA_PASSWORD", code)
+                                "check GRAFANA_TOKEN / --token-file or GRAFANA_USER/GRAFANA_PASSWORD")
         if code == 403:
             return GrafanaError(f"Grafana denied access (403 {message}) while {what}; the service account needs the "
-                                "Editor role on the target folder", code)
-        return GrafanaError(f"Grafana answered {code} ({message}) while {what}", code, self._status(response))
+                                "Editor role on the target folder")
+        return GrafanaError(f"Grafana answered {code} ({message}) while {what}")
 
     # -- GrafanaBackend
 
@@ -329,8 +331,7 @@ class LegacyApi:
             existing = self.get_folder(uid)
             if existing is not None:
                 return existing
-            raise GrafanaError(f"folder uid {uid!r} is taken by a dashboard, not a folder; pick another folder uid",
-                               response.status_code)
+            raise GrafanaError(f"folder uid {uid!r} is taken by a dashboard, not a folder; pick another folder uid")
         raise self._fail(response, f"creating folder {uid}")
 
     def get_dashboard(self, uid: str) -> RemoteDashboard | None:
@@ -343,7 +344,7 @@ class LegacyApi:
         meta = payload.get("meta") or {}
         dashboard = payload.get("dashboard")
         if not isinstance(dashboard, dict):
-            raise GrafanaError(f"Grafana returned no dashboard model for {uid}", response.status_code)
+            raise GrafanaError(f"Grafana returned no dashboard model for {uid}")
         return RemoteDashboard(
             dashboard=dashboard,
             version=int(dashboard.get("version") or meta.get("version") or 0),
@@ -360,21 +361,19 @@ class LegacyApi:
         uid = dashboard.get("uid", "")
         if response.status_code == 200:
             payload = self._json(response, f"saving dashboard {uid}")
-            return SavedDashboard(uid=payload.get("uid", uid), version=int(payload.get("version", 0)),
-                                  url=payload.get("url", ""))
+            return SavedDashboard(uid=payload.get("uid", uid), version=int(payload.get("version", 0)))
         status, text = self._status(response), self._message(response)
         if response.status_code == 412 and status == "version-mismatch":
-            raise VersionMismatch(f"{uid} was changed in Grafana during this publish ({text})", 412, status,
-                                  exit_code=1)
+            raise VersionMismatch(f"changed in Grafana during this publish (412 version-mismatch: {text}); "
+                                  "re-run to see the diff")
         if response.status_code == 412 and status == "name-exists":
             raise NameExists(f"another dashboard in folder {folder_uid} is titled {dashboard.get('title')!r} "
-                             "(Grafana <= 11.2 requires unique titles per folder)", 412, status, exit_code=1)
+                             "(Grafana <= 11.2 requires unique titles per folder)")
         if response.status_code == 400 and "provisioned" in text.lower():
-            raise ProvisionedDashboard(f"{uid} is provisioned from files in Grafana and cannot be saved over the API",
-                                       400, status, exit_code=1)
+            raise ProvisionedDashboard("provisioned from files in Grafana (Cannot save provisioned dashboard); "
+                                       "use `llmdash provision` for it instead of publish")
         if response.status_code in (400, 404) and "folder not found" in text.lower():
-            raise GrafanaError(f"Grafana says folder {folder_uid!r} does not exist (400 folder not found)",
-                               response.status_code, status)
+            raise GrafanaError(f"Grafana says folder {folder_uid!r} does not exist (400 folder not found)")
         raise self._fail(response, f"saving dashboard {uid}")
 
     def annotate(self, *, text: str, tags: list[str], time_ms: int) -> int:

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dashboards.diff import diff_dashboard, normalise, render_text
-from dashboards.grafana import (GrafanaBackend, NameExists, ProvisionedDashboard, RemoteDashboard,
-                                VersionMismatch)
+from dashboards.grafana import GrafanaBackend, Refused, RemoteDashboard
 from dashboards.validate import validate_dashboard
 from engines.catalog import load_engine
 from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
@@ -223,11 +222,8 @@ def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishO
     try:
         saved = backend.save_dashboard(stamped(dashboard), folder_uid=options.folder_uid, version=version,
                                        overwrite=options.force, message=message)
-    except VersionMismatch:
-        return Outcome(name, uid, REFUSED, None, "changed in Grafana during this publish (412 version-mismatch); "
-                                                 "re-run to see the diff")
-    except (NameExists, ProvisionedDashboard) as exc:
-        return Outcome(name, uid, REFUSED, None, str(exc))
+    except Refused as refusal:
+        return Outcome(name, uid, REFUSED, None, str(refusal))
     return Outcome(name, uid, CREATED if created else UPDATED, saved.version)
 
 

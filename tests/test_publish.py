@@ -15,7 +15,7 @@ from dashboards.config import Config
 from dashboards.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
 from dashboards.publish import PublishOptions, content_hash, publish, stamp_of
 from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
-from fake_grafana import FakeGrafana
+from tests.fake_grafana import FakeGrafana
 
 pytestmark = pytest.mark.publish
 
