@@ -152,7 +152,7 @@ def publish(dashboards: dict[str, dict], backend: GrafanaBackend, options: Publi
         echo(f"annotation posted: llmdash publish {options.revision}")
     refused = [o for o in outcomes if o.result in (REFUSED, WOULD_REFUSE)]
     if refused:
-        echo(f"{len(refused)} dashboard(s) refused; review the diff above, then re-run with --force to overwrite")
+        echo(f"{len(refused)} dashboard(s) refused, reasons above; --force overwrites edits made in Grafana")
         return EXIT_DRIFT
     return EXIT_OK
 
