@@ -71,8 +71,8 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
             settings, os.environ, url=url, token_file=token_file, ca_cert=ca_cert, insecure=insecure,
             connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, backoff_base=retry_backoff)
         dashboards = _selected(config, names)
-        if insecure:
-            click.echo("warning: TLS verification is off (--insecure)", err=True)
+        if connection.verify is False:
+            click.echo("warning: TLS verification is off (--insecure or grafana.verify_tls: false)", err=True)
         options = PublishOptions(folder_uid=folder_uid or settings.folder_uid,
                                  folder_title=folder_title or settings.folder_title,
                                  force=force, dry_run=dry_run, annotate=annotate, revision=git_revision())

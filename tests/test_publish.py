@@ -547,3 +547,12 @@ def test_cli_dry_run_writes_nothing(grafana):
     assert result.exit_code == EXIT_OK, result.output
     assert grafana.writes == []
     assert result.output.count("): would create") == len(BUILT)
+
+
+def test_cli_warns_when_tls_verification_is_off(grafana, tmp_path):
+    config = tmp_path / "llmdash.yaml"
+    config.write_text("grafana:\n  verify_tls: false\n")
+    result = cli(grafana.url, "vllm", "--config", str(config), "--dry-run")
+    assert result.exit_code == EXIT_OK
+    assert "warning: TLS verification is off" in result.stderr
+    assert "warning" not in cli(grafana.url, "vllm", "--dry-run").stderr
