@@ -380,8 +380,9 @@ def _annotation_changes(old: list, new: list) -> list[Change]:
         before, after = old_by.get(name), new_by.get(name)
         where = f"annotation {_quoted(name)}"
         old_expr, new_expr = _annotation_expr(before), _annotation_expr(after)
-        if before is None or after is None:
-            changes.append(Change("annotation", where, _summary(before), _summary(after)))
+        if before is None or after is None:  # its query follows as an expr pair
+            changes.append(Change("annotation", where, _summary(before and _annotation_rest(before)),
+                                  _summary(after and _annotation_rest(after))))
         else:
             changes += _setting_changes(where, _annotation_rest(before), _annotation_rest(after), kind="annotation")
         if old_expr != new_expr:

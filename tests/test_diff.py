@@ -244,6 +244,7 @@ def test_annotation_added_and_removed(old, new):
     changes = diff_dashboard(old, new)
     assert ("annotation", 'annotation "Preemption (vLLM)"') in _kinds(changes)
     assert Change("expr", 'annotation "Divergence"', None, "vector(1)") in changes
+    assert Change("annotation", 'annotation "Divergence"', None, '{"name": "Divergence", "target": {"refId": "Anno"}}') in changes
 
 
 def test_link_changed(old, new):
