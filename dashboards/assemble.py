@@ -14,8 +14,9 @@ from dashboards.config import Config
 from engines.catalog import EngineSpec
 from panels import library
 from panels.builders import DATASOURCE
+from panels import promql
 from panels.promql import Matcher
-from panels.signals import INFO, Signals
+from panels.signals import ENGINE_LABEL, INFO, Signals
 
 RATE_INTERVAL = "$__rate_interval"
 
@@ -135,7 +136,8 @@ def variables(spec: EngineSpec, config: Config) -> list[dict]:
 
 
 def annotations(sig: Signals, config: Config) -> list[dict]:
-    """Prometheus-query annotations in Grafana's stored form: Preemption (where measurable) and Divergence."""
+    """Prometheus-query annotations in Grafana's stored form: Preemption (where measurable), firing
+    llmdash alerts, and Divergence."""
     model = "{{" + sig.spec.model_label + "}}"
     step = config.divergence.annotation_step
     entries = []
@@ -144,6 +146,11 @@ def annotations(sig: Signals, config: Config) -> list[dict]:
             "Preemption", sig.preemption_active(), "rgba(255, 152, 48, 1)", f"Preemption {model}", step,
             sig.spec.model_label))
     latency = INFO[sig.latency_role].title
+    firing = promql.selector("ALERTS", (Matcher("alertname", "=~", "LLMServing.*"), Matcher("alertstate", "=", "firing"),
+                                        Matcher(ENGINE_LABEL, "=", sig.spec.id),
+                                        Matcher("model_name", "=~", "$model_name")))
+    entries.append(annotation("Alerts firing (llmdash rules)", firing, "rgba(184, 119, 217, 1)",
+                              "{{alertname}} {{model_name}}", step, "alertname,model_name"))
     entries.append(annotation(
         f"Divergence: {latency} up, throughput flat", sig.divergence(), "rgba(242, 73, 92, 1)",
         f"Divergence {model}: {latency} ≥ {config.divergence.latency_factor:g}x baseline, "

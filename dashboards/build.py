@@ -14,12 +14,13 @@ from pathlib import Path
 
 from dashboards.assemble import build_dashboard
 from dashboards.config import Config
-from dashboards.validate import validate_dashboard
+from dashboards.rules import build_rules, render_rules
+from dashboards.validate import validate_dashboard, validate_rules
 from engines.catalog import load_engine
 from engines.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
-MANAGED = {"dashboards": ".json"}  # subdirectory -> suffix of the files a build owns there
+MANAGED = {"dashboards": ".json", "rules": ".rules.yaml"}  # subdirectory -> suffix of the files a build owns
 
 
 def render_json(model: dict) -> str:
@@ -40,17 +41,41 @@ def build_dashboards(config: Config) -> dict[str, dict]:
     return dashboards
 
 
-def generated_files(config: Config) -> dict[str, str]:
+def build_rule_files(config: Config) -> dict[str, dict]:
+    """Engine -> Prometheus rule file model, each validated against its engine's catalog."""
+    rule_files = {}
+    for engine in config.engine_ids:
+        spec = load_engine(engine)
+        model = build_rules(spec, config)
+        problems = validate_rules(model, spec)
+        if problems:
+            raise LlmdashError(f"rules for {engine} are invalid: {problems[0]}")
+        rule_files[engine] = model
+    return rule_files
+
+
+def generated_files(config: Config, parts: tuple[str, ...] = ("dashboards", "rules")) -> dict[str, str]:
     """Relative path under the output directory -> file content."""
-    return {f"dashboards/{name}.json": render_json(model) for name, model in build_dashboards(config).items()}
+    files = {}
+    if "dashboards" in parts:
+        files |= {f"dashboards/{name}.json": render_json(model) for name, model in build_dashboards(config).items()}
+    if "rules" in parts:
+        files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in build_rule_files(config).items()}
+    return files
 
 
-def _owned(out: Path) -> set[str]:
+def _owned(out: Path, parts) -> set[str]:
     owned = set()
     for subdir, suffix in MANAGED.items():
+        if subdir not in parts:
+            continue
         if (out / subdir).is_dir():
             owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.name.endswith(suffix)}
     return owned
+
+
+def _parts(files: dict[str, str]) -> set[str]:
+    return {rel.split("/", 1)[0] for rel in files}
 
 
 def write(files: dict[str, str], out: Path) -> list[str]:
@@ -74,7 +99,7 @@ def write(files: dict[str, str], out: Path) -> list[str]:
         raise LlmdashError(f"cannot write {out}: {exc.strerror}") from None
     for tmp, target in staged:
         os.replace(tmp, target)
-    for rel in sorted(_owned(out) - set(files)):
+    for rel in sorted(_owned(out, _parts(files)) - set(files)):
         (out / rel).unlink()
         changed.append(rel)
     return changed
@@ -84,7 +109,7 @@ def check(files: dict[str, str], out: Path) -> None:
     """Raise (exit 1) naming every stale, missing or extra file under `out`."""
     stale = [rel for rel, content in sorted(files.items())
              if not (out / rel).is_file() or (out / rel).read_text() != content]
-    extra = sorted(_owned(out) - set(files))
+    extra = sorted(_owned(out, _parts(files)) - set(files))
     if stale or extra:
         names = ", ".join(stale + [f"{rel} (no longer built)" for rel in extra])
         raise LlmdashError(f"{out}/ is stale: {names}; run `make dashboards` and commit it", EXIT_DRIFT)

@@ -36,7 +36,7 @@ def config_of(ctx: click.Context):
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the output directory is stale.")
 @click.pass_context
 def build(ctx: click.Context, out: Path, check: bool) -> None:
-    """Build every dashboard into OUT/dashboards/<engine>.json."""
+    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/."""
     files = builder.generated_files(config_of(ctx))
     if check:
         builder.check(files, out)
@@ -45,6 +45,17 @@ def build(ctx: click.Context, out: Path, check: bool) -> None:
     changed = builder.write(files, out)
     click.echo(f"wrote {len(changed)} of {len(files)} files under {out}/" +
                "".join(f"\n  {rel}" for rel in changed))
+
+
+@cli.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,
+              show_default=True, help="Output directory.")
+@click.pass_context
+def rules(ctx: click.Context, out: Path) -> None:
+    """Write the Prometheus rule files only, to OUT/rules/<engine>.rules.yaml."""
+    files = builder.generated_files(config_of(ctx), parts=("rules",))
+    changed = builder.write(files, out)
+    click.echo(f"wrote {len(changed)} of {len(files)} rule files under {out}/rules/")
 
 
 @cli.command()

@@ -59,6 +59,8 @@ class Divergence:
     window: str = "5m"
     baseline_window: str = "1h"
     annotation_step: str = "60s"
+    min_tokens_per_second: float = 1.0
+    alert_for: str = "5m"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,15 @@ class Preemption:
     window: str = "5m"
     alert_rate: float = 0.1
     alert_for: str = "5m"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Prometheus rule files: evaluation interval, how long latency must stay high, runbook location."""
+
+    interval: str = "1m"
+    latency_alert_for: str = "10m"
+    runbook_base_url: str = "docs/runbooks"
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class Config:
     slo: Slo = Slo()
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
+    rules: Rules = Rules()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
     source: str = "defaults"
@@ -203,12 +215,15 @@ def _check(config: Config, path: Path) -> None:
         bad("divergence.throughput_band", f"must be between 0 and 1, got {div.throughput_band:g}")
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step, "preemption.window": config.preemption.window,
-                 "preemption.alert_for": config.preemption.alert_for}
+                 "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
+                 "rules.interval": config.rules.interval, "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():
         if not DURATION.match(value):
             bad(key, f"expected a Prometheus duration like 5m, got {value!r}")
     if seconds(div.baseline_window) < 4 * seconds(div.window):
         bad("divergence.baseline_window", "must be at least 4x divergence.window to be a baseline")
+    if div.min_tokens_per_second < 0:
+        bad("divergence.min_tokens_per_second", "must not be negative")
     if config.preemption.alert_rate < 0:
         bad("preemption.alert_rate", "must not be negative")
     if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:

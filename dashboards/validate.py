@@ -26,11 +26,25 @@ VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"
 FIXED_WINDOW_PANELS = {"Latency vs throughput divergence"}
 
 
+BUILT_IN_SERIES = frozenset({"ALERTS"})  # written by Prometheus itself for firing and pending alerts
+
+
 def validate_dashboard(dashboard: dict, spec: EngineSpec) -> list[str]:
     """All problems found, as one line each; empty when the dashboard is fit to ship."""
     problems = structural(dashboard) + lint(dashboard)
     for where, expr in expressions(dashboard):
-        problems += [f"{where}: {p}" for p in check_expr(expr, spec)]
+        problems += [f"{where}: {p}" for p in check_expr(expr, spec, BUILT_IN_SERIES)]
+    return problems
+
+
+def validate_rules(rule_file: dict, spec: EngineSpec) -> list[str]:
+    """Every rule expression parses and reads only catalog series or series recorded in the same file."""
+    problems = []
+    rules = [rule for group in rule_file["groups"] for rule in group["rules"]]
+    recorded = frozenset(rule["record"] for rule in rules if "record" in rule)
+    for rule in rules:
+        where = f"rule {rule.get('record') or rule.get('alert')}"
+        problems += [f"{where}: {p}" for p in check_expr(rule["expr"], spec, recorded)]
     return problems
 
 
@@ -149,13 +163,14 @@ def substitute(expr: str) -> str:
     return VARIABLE.sub(lambda m: VARIABLE_SAMPLES.get(m.group(1), ".*"), expr)
 
 
-def check_expr(expr: str, spec: EngineSpec) -> list[str]:
+def check_expr(expr: str, spec: EngineSpec, gauges: frozenset[str] = frozenset()) -> list[str]:
+    """Problems in one expression; `gauges` are extra series names allowed (recorded or built-in)."""
     try:
         tree = pp.parse(substitute(expr))
     except Exception as exc:  # the parser raises its own ValueError/RuntimeError subtypes
         return [f"does not parse as PromQL: {exc}"]
     problems = []
-    _visit(tree, spec, in_range_function=False, problems=problems)
+    _visit(tree, spec, gauges, in_range_function=False, problems=problems)
     return problems
 
 
@@ -170,8 +185,10 @@ def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _visit(node, spec: EngineSpec, in_range_function: bool, problems: list[str]) -> None:
+def _visit(node, spec: EngineSpec, gauges: frozenset[str], in_range_function: bool, problems: list[str]) -> None:
     if isinstance(node, pp.VectorSelector):
+        if node.name in gauges:
+            return
         metric, kind = _series_kind(node.name, spec)
         if metric is None:
             problems.append(f"series {node.name!r} is not in the {spec.id} catalog")
@@ -185,17 +202,17 @@ def _visit(node, spec: EngineSpec, in_range_function: bool, problems: list[str])
         if name == "histogram_quantile":
             problems += _quantile_problems(node.args[1])
         for arg in node.args:
-            _visit(arg, spec, name in RANGE_FUNCTIONS, problems)
+            _visit(arg, spec, gauges, name in RANGE_FUNCTIONS, problems)
         return
     if isinstance(node, pp.MatrixSelector):
-        _visit(node.vector_selector, spec, in_range_function, problems)
+        _visit(node.vector_selector, spec, gauges, in_range_function, problems)
         return
     if isinstance(node, pp.BinaryExpr):
-        _visit(node.lhs, spec, False, problems)
-        _visit(node.rhs, spec, False, problems)
+        _visit(node.lhs, spec, gauges, False, problems)
+        _visit(node.rhs, spec, gauges, False, problems)
         return
     if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
-        _visit(node.expr, spec, in_range_function and isinstance(node, pp.ParenExpr), problems)
+        _visit(node.expr, spec, gauges, in_range_function and isinstance(node, pp.ParenExpr), problems)
 
 
 def _quantile_problems(arg) -> list[str]:

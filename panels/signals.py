@@ -18,6 +18,7 @@ from panels import promql
 from panels.promql import Matcher
 
 LATENCY_ROLES = ("itl", "tpot", "ttft")
+ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,19 @@ INFO = {
 class Signals:
     """PromQL for one engine under one scope; `group` labels every result keeps (model by default)."""
 
-    def __init__(self, spec: EngineSpec, config: Config, scope: tuple[Matcher, ...], window: str):
+    def __init__(self, spec: EngineSpec, config: Config, scope: tuple[Matcher, ...], window: str,
+                 recorded: dict[str, str] | None = None):
         self.spec = spec
         self.config = config
         self.scope = scope
         self.window = window
         self.model = (spec.model_label,)
+        # raw leaf expression -> recording rule name: rules compose alerts from recorded leaves
+        self.recorded = recorded or {}
+
+    def _leaf(self, expr: str) -> str:
+        name = self.recorded.get(expr)
+        return promql.selector(name, (Matcher(ENGINE_LABEL, "=", self.spec.id),)) if name else expr
 
     # ---- series selection -------------------------------------------------
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
@@ -69,8 +77,8 @@ class Signals:
         """Per-second rate of a counter signal, summed per group; fallbacks or-ed after the sum."""
         group = self.model if group is None else group
         window = window or self.window
-        return promql.first_of([promql.sum_by(group, promql.rate(self._select(s), window))
-                                for s in self._sources(role)])
+        return self._leaf(promql.first_of([promql.sum_by(group, promql.rate(self._select(s), window))
+                                           for s in self._sources(role)]))
 
     def throughput(self, group=None, window=None) -> str:
         return self.counter_rate("throughput", group, window)
@@ -107,6 +115,26 @@ class Signals:
             return self.counter_rate("preemptions", group, window)
         return self.gauge("preemptions", group)
 
+    def preemption_pressure(self, group=None) -> str:
+        """What the preemption alert compares: the counter's rate, or the paused gauge averaged over
+        the window (a latest-iteration gauge flickers, so a plain `for:` on it would keep resetting)."""
+        window = self.config.preemption.window
+        if self.preemption_is_counter:
+            return self.preemption_rate(group, window)
+        group = self.model if group is None else group
+        return promql.first_of([promql.sum_by(group, f"avg_over_time({self._select(s)}[{window}])")
+                                for s in self._sources("preemptions")])
+
+    def recompute_side(self, group=None) -> str | None:
+        """1 per model, labelled recompute_side="prompt" or "decode": which retracted tokens dominate."""
+        if not (self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")):
+            return None
+        window = self.config.preemption.window
+        prompt = self.counter_rate("retracted_input_tokens", group, window)
+        decode = self.counter_rate("retracted_output_tokens", group, window)
+        return (f'label_replace(({prompt}) >= ({decode}), "recompute_side", "prompt", "", "") * 0 + 1 or '
+                f'label_replace(({decode}) > ({prompt}), "recompute_side", "decode", "", "") * 0 + 1')
+
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
         group = self.model if group is None else group
@@ -125,7 +153,7 @@ class Signals:
         scale = UNIT_TO_SECONDS[sources[0].metric.unit]
         rates = [promql.sum_by(("le",) + tuple(group),
                                promql.rate(self._select(s, f"{s.metric.name}_bucket"), window)) for s in sources]
-        return promql.quantile(q, rates, scale)
+        return self._leaf(promql.quantile(q, rates, scale))
 
     @property
     def latency_role(self) -> str:
@@ -169,12 +197,18 @@ class Signals:
         d = self.config.divergence
         return promql.divide(self.throughput(group, d.window), self.throughput(group, d.baseline_window))
 
-    def divergence(self, group=None) -> str:
-        """1 per model while latency p99 >= factor x baseline and output tok/s stays within the band."""
+    def divergence_condition(self, group=None) -> str:
+        """Latency p99 / baseline p99, per model, while it is >= factor and output tok/s stays within
+        the band of its own baseline and above the traffic floor (too few tokens make p99 noise)."""
         d = self.config.divergence
         latency_up = f"{self.latency_vs_baseline(group)} >= {d.latency_factor:g}"
-        throughput_holds = (f"abs({self.throughput_vs_baseline(group)} - 1) <= {d.throughput_band:g}")
-        return promql.as_flag(f"({latency_up}) and ({throughput_holds})")
+        throughput_holds = f"abs({self.throughput_vs_baseline(group)} - 1) <= {d.throughput_band:g}"
+        enough_traffic = f"{self.throughput(group, d.window)} >= {d.min_tokens_per_second:g}"
+        return f"({latency_up}) and ({throughput_holds}) and ({enough_traffic})"
+
+    def divergence(self, group=None) -> str:
+        """1 per model while the divergence condition holds: the annotation's form."""
+        return promql.as_flag(self.divergence_condition(group))
 
     def preemption_active(self, group=None) -> str:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""

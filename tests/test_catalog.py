@@ -34,7 +34,7 @@ def test_vllm_renames_are_fallbacks_newest_first():
 def test_sglang_throughput_is_realtime_decode_and_retractions_read_one_rank():
     sglang = load_engine("sglang")
     first = sglang.signal("throughput").sources[0]
-    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode"}
+    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode", "tp_rank": "0"}
     for role in ("preemptions", "retracted_input_tokens", "retracted_output_tokens"):
         assert dict(sglang.signal(role).sources[0].match) == {"tp_rank": "0"}
 

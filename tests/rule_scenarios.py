@@ -1,0 +1,159 @@
+"""Synthetic input series for `promtool test rules`, derived from an engine's catalog.
+
+Minute-resolution traffic shapes for one or two models: the series names, labels, buckets
+and units come from the catalog, so the same scenarios exercise every engine's rule file.
+Series with a tp_rank label come once per rank (0 and 1), as a TP=2 server exports them, so a
+rule that summed ranks would see twice the rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engines.catalog import EngineSpec, Source
+
+MINUTES = 180
+ONSET = 90  # minute of the scenario's event
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one model's engine does during one minute."""
+
+    tokens_per_s: float = 100.0
+    requests_per_s: float = 1.0
+    slow_share: float = 0.0          # share of latency observations that hit a stall
+    preemptions_per_s: float = 0.0
+    paused: float = 0.0
+    retracted_prompt_per_s: float = 0.0
+    retracted_generated_per_s: float = 0.0
+    kv_usage: float = 0.6
+    waiting: float = 2.0
+    running: float = 30.0
+    reset: bool = False              # counters restart from zero this minute
+
+
+STEADY = Traffic()
+COLLAPSE = Traffic(slow_share=0.05, preemptions_per_s=0.5, paused=3, retracted_prompt_per_s=200,
+                   retracted_generated_per_s=50, kv_usage=0.99, waiting=25, running=24)
+IDLE = Traffic(tokens_per_s=0, requests_per_s=0, kv_usage=0, waiting=0, running=0)
+
+# fast and stalled latencies, in seconds, per role
+LATENCY = {"ttft": (0.3, 4.0), "itl": (0.03, 0.5), "tpot": (0.03, 0.3)}
+OBSERVATIONS_PER_TOKEN = {"ttft": 0.0, "itl": 1.0, "tpot": 0.0}  # ttft/tpot: one per request
+
+
+def steady(minute: int) -> Traffic:
+    return STEADY
+
+
+def collapse(minute: int) -> Traffic:
+    return COLLAPSE if minute >= ONSET else STEADY
+
+
+def load_ramp(minute: int) -> Traffic:
+    """Twice the load: throughput and latency rise together."""
+    if minute < ONSET:
+        return STEADY
+    return Traffic(tokens_per_s=200, requests_per_s=2, slow_share=0.05, waiting=20, running=60, kv_usage=0.8)
+
+
+def idle(minute: int) -> Traffic:
+    return IDLE if minute >= ONSET else STEADY
+
+
+def restart(minute: int) -> Traffic:
+    return Traffic(reset=True) if minute == ONSET else STEADY
+
+
+def low_traffic(minute: int) -> Traffic:
+    """Under a token a second with an occasional stall: p99 is noise, not a divergence."""
+    stall = minute >= ONSET and minute % 3 == 0
+    return Traffic(tokens_per_s=0.5, requests_per_s=0.01, slow_share=0.3 if stall else 0.0, waiting=0, running=1)
+
+
+def tp_overcount(minute: int) -> Traffic:
+    """0.08 preemptions/s on each rank: under the 0.1/s threshold unless ranks are summed."""
+    if minute < ONSET:
+        return STEADY
+    return Traffic(preemptions_per_s=0.08, retracted_prompt_per_s=20, retracted_generated_per_s=5, paused=0)
+
+
+@dataclass
+class _Series:
+    labels: dict[str, str]
+    values: list[float] = field(default_factory=list)
+
+    def render(self, name: str) -> dict:
+        selector = ", ".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
+        return {"series": f"{name}{{{selector}}}", "values": " ".join(f"{v:.6g}" for v in self.values)}
+
+
+def _labels(spec: EngineSpec, source: Source, model: str, instance: str) -> list[dict[str, str]]:
+    base = {spec.model_label: model, "instance": instance, **dict(source.match)}
+    if "tp_rank" in source.metric.labels:  # a tensor-parallel engine: every rank exports its own copy
+        return [{**base, "tp_rank": rank} for rank in ("0", "1")]
+    return [base]
+
+
+def input_series(spec: EngineSpec, models: dict[str, Callable[[int], Traffic]]) -> list[dict]:
+    """promtool input_series: every signal's newest source for each model, minute by minute."""
+    out = []
+    for model, shape in models.items():
+        traffic = [shape(m) for m in range(MINUTES)]
+        for role, signal in spec.signals.items():
+            if not signal.sources:
+                continue
+            source = signal.sources[0]
+            for labels in _labels(spec, source, model, f"{model}-0"):
+                out += [s.render(name) for name, s in _role_series(spec, role, source, labels, traffic)]
+    return out
+
+
+def _counter(traffic: list[Traffic], per_second: Callable[[Traffic], float]) -> list[float]:
+    values, total = [], 0.0
+    for t in traffic:
+        total = 0.0 if t.reset else total + 60 * per_second(t)
+        values.append(total)
+    return values
+
+
+def _role_series(spec, role, source, labels, traffic) -> list[tuple[str, _Series]]:
+    counters = {
+        "throughput": lambda t: t.tokens_per_s, "requests": lambda t: t.requests_per_s,
+        "preemptions": lambda t: t.preemptions_per_s,
+        "retracted_input_tokens": lambda t: t.retracted_prompt_per_s,
+        "retracted_output_tokens": lambda t: t.retracted_generated_per_s,
+    }
+    gauges = {"kv_usage": lambda t: t.kv_usage, "waiting": lambda t: t.waiting, "running": lambda t: t.running,
+              "preemptions": lambda t: t.paused}
+    if source.kind == "counter" and role in counters:
+        return [(source.series, _Series(labels, _counter(traffic, counters[role])))]
+    if source.kind == "gauge" and role in gauges:
+        return [(source.series, _Series(labels, [gauges[role](t) for t in traffic]))]
+    if role in LATENCY:
+        return _histogram(spec, source, labels, traffic, role)
+    return []
+
+
+def _histogram(spec: EngineSpec, source: Source, labels: dict, traffic: list[Traffic],
+               role: str) -> list[tuple[str, _Series]]:
+    metric = source.metric
+    scale = {"seconds": 1.0, "milliseconds": 1000.0}[metric.unit]
+    fast, slow = (v * scale for v in LATENCY[role])
+    bounds = list(metric.buckets) + [float("inf")]
+    per_token = OBSERVATIONS_PER_TOKEN[role]
+
+    def per_minute(t: Traffic) -> float:
+        return 60 * (t.tokens_per_s * per_token + t.requests_per_s * (1 - per_token))
+
+    buckets = {}
+    for bound in bounds:
+        share = lambda t, b=bound: ((1 - t.slow_share) if fast <= b else 0) + (t.slow_share if slow <= b else 0)
+        le = "+Inf" if bound == float("inf") else spec.le(bound)
+        buckets[le] = _counter(traffic, lambda t, s=share: per_minute(t) / 60 * s(t))
+    total = _counter(traffic, lambda t: per_minute(t) / 60)
+    sums = _counter(traffic, lambda t: per_minute(t) / 60 * ((1 - t.slow_share) * fast + t.slow_share * slow))
+    series = [(f"{metric.name}_bucket", _Series({**labels, "le": le}, values)) for le, values in buckets.items()]
+    return series + [(f"{metric.name}_count", _Series(labels, total)), (f"{metric.name}_sum", _Series(labels, sums))]
