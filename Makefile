@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff bench-detect clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect clean
 
 help:
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
@@ -40,8 +40,15 @@ demo: install
 publish: install
 	$(LLMDASH) publish
 
+MAIN_BRANCH ?= main
+DIFF_ARGS ?=
 diff: install
-	$(LLMDASH) diff $$(git merge-base HEAD main) HEAD || test $$? -eq 1
+	@base=$$(git merge-base HEAD $(MAIN_BRANCH)) || { echo "error: no merge base with $(MAIN_BRANCH)" >&2; exit 2; }; \
+	$(LLMDASH) diff $$base HEAD $(DIFF_ARGS) || test $$? -eq 1
+
+ENGINE ?= vllm
+layout: install
+	$(LLMDASH) layout $(ENGINE) --base $$(git merge-base HEAD $(MAIN_BRANCH)) --out out/layout-$(ENGINE).png
 
 bench-detect: install
 	$(LLMDASH) bench-detect --out out/bench-detect.md

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from dashboards import build as builder
+from dashboards.cli_review import diff_command, layout_command
 from dashboards.config import load_config
 from engines.catalog import ROLES, load_all
 from engines.errors import LlmdashError
@@ -64,6 +65,10 @@ def engines() -> None:
     for name, spec in load_all().items():
         offered = ", ".join(role for role in ROLES if spec.has(role))
         click.echo(f"{name} ({spec.title}, {spec.versions}): {offered}")
+
+
+cli.add_command(diff_command)
+cli.add_command(layout_command)
 
 
 def main() -> None:
