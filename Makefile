@@ -37,8 +37,9 @@ test-e2e: install
 demo: install
 	$(LLMDASH) demo --out out/demo
 
+PUBLISH_FLAGS ?=
 publish: install
-	$(LLMDASH) publish
+	$(LLMDASH) publish $(PUBLISH_FLAGS)
 
 MAIN_BRANCH ?= main
 DIFF_ARGS ?=

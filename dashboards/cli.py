@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from dashboards import build as builder
+from dashboards.cli_publish import provision_command, publish_command
 from dashboards.cli_review import diff_command, layout_command
 from dashboards.config import load_config
 from engines.catalog import ROLES, load_all
@@ -67,6 +68,8 @@ def engines() -> None:
         click.echo(f"{name} ({spec.title}, {spec.versions}): {offered}")
 
 
+cli.add_command(publish_command)
+cli.add_command(provision_command)
 cli.add_command(diff_command)
 cli.add_command(layout_command)
 
