@@ -33,6 +33,13 @@ def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
     return " ".join(part for part in (what, why, notes, metrics_used(sig, *roles)) if part)
 
 
+def preemption_steps(kind: str, config: Config) -> list[dict]:
+    """Counters: the configured rate levels; the paused gauge: red from the first paused request."""
+    if kind == "counter":
+        return builders.thresholds(config.thresholds.preemptions_per_second)
+    return [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+
+
 def _model_legend(sig: Signals, suffix: str = "") -> str:
     return "{{" + sig.spec.model_label + "}}" + suffix
 
@@ -93,10 +100,7 @@ def preemption_tile(sig: Signals, config: Config):
     return builders.stat(
         PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
                                           "preemptions"),
-        [(sig.preemption_rate(group=()), "preemptions")], "short",
-        builders.thresholds(config.thresholds.preemptions_per_second if kind == "counter" else None,
-                            base="green") if kind == "counter" else
-        [{"color": "green", "value": None}, {"color": "red", "value": 1}],
+        [(sig.preemption_rate(group=()), "preemptions")], "short", preemption_steps(kind, config),
         width=3, decimals=2)
 
 
@@ -157,12 +161,9 @@ def preemption_chart(sig: Signals, config: Config):
     if not sig.spec.has("preemptions"):
         return None
     kind = sig.spec.signal("preemptions").sources[0].kind
-    if kind == "counter":
-        what = "Preemptions per second, per model."
-        steps = builders.thresholds(config.thresholds.preemptions_per_second)
-    else:
-        what = "Requests paused in the latest iteration, per model (a gauge: the engine keeps no count)."
-        steps = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+    what = ("Preemptions per second, per model." if kind == "counter" else
+            "Requests paused in the latest iteration, per model (a gauge: the engine keeps no count).")
+    steps = preemption_steps(kind, config)
     return builders.timeseries(
         PREEMPTION_TITLES[kind], describe(
             sig, what, "This is the direct signal of KV-cache exhaustion: each event throws away a request's "
