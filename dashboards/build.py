@@ -27,31 +27,28 @@ def render_json(model: dict) -> str:
     return json.dumps(model, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def build_dashboards(config: Config) -> dict[str, dict]:
-    """Dashboard file stem -> Grafana JSON model, each validated against its engine's catalog."""
-    dashboards = {}
+def _validated(config: Config, build, validate, what: str) -> dict[str, dict]:
+    """Engine -> model built by `build`, refused (exit 2) when `validate` finds any problem."""
+    models = {}
     for engine in config.engine_ids:
         spec = load_engine(engine)
-        model = build_dashboard(spec, config)
-        problems = validate_dashboard(model, spec)
+        model = build(spec, config)
+        problems = validate(model, spec)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise LlmdashError(f"dashboard {engine} is invalid: {problems[0]}{more}")
-        dashboards[engine] = model
-    return dashboards
+            raise LlmdashError(f"{what} for {engine} is invalid: {problems[0]}{more}")
+        models[engine] = model
+    return models
+
+
+def build_dashboards(config: Config) -> dict[str, dict]:
+    """Dashboard file stem -> Grafana JSON model, each validated against its engine's catalog."""
+    return _validated(config, build_dashboard, validate_dashboard, "the dashboard")
 
 
 def build_rule_files(config: Config) -> dict[str, dict]:
     """Engine -> Prometheus rule file model, each validated against its engine's catalog."""
-    rule_files = {}
-    for engine in config.engine_ids:
-        spec = load_engine(engine)
-        model = build_rules(spec, config)
-        problems = validate_rules(model, spec)
-        if problems:
-            raise LlmdashError(f"rules for {engine} are invalid: {problems[0]}")
-        rule_files[engine] = model
-    return rule_files
+    return _validated(config, build_rules, validate_rules, "the rule file")
 
 
 def generated_files(config: Config, parts: tuple[str, ...] = ("dashboards", "rules")) -> dict[str, str]:
