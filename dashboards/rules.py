@@ -128,7 +128,7 @@ def latency_high(sig: Signals, config: Config, which: str) -> dict | None:
     if which == "ttft":
         role, name, levels = "ttft", TTFT_HIGH, config.thresholds.ttft_p99_seconds
     else:
-        role = next((r for r in ("itl", "tpot") if sig.spec.has(r)), None)
+        role = sig.token_latency_role
         name, levels = ITL_HIGH, config.thresholds.itl_p99_seconds
     if role is None or not sig.spec.has(role):
         return None

@@ -80,10 +80,8 @@ def latency_tile(role: str, levels_name: str):
 
 def token_latency_tile(sig: Signals, config: Config):
     """ITL p99 where the engine has it, else per-request TPOT p99."""
-    for role in ("itl", "tpot"):
-        if sig.spec.has(role):
-            return latency_tile(role, "itl_p99_seconds")(sig, config)
-    return None
+    role = sig.token_latency_role
+    return latency_tile(role, "itl_p99_seconds")(sig, config) if role else None
 
 
 def preemption_tile(sig: Signals, config: Config):
@@ -149,10 +147,8 @@ def latency_chart(role: str, levels_name: str | None, width: int = 8):
 
 def token_latency_chart(sig: Signals, config: Config):
     """ITL p99 where the engine has it, else per-request TPOT p99: the finer latency beside throughput."""
-    for role in ("itl", "tpot"):
-        if sig.spec.has(role):
-            return latency_chart(role, "itl_p99_seconds")(sig, config)
-    return None
+    role = sig.token_latency_role
+    return latency_chart(role, "itl_p99_seconds")(sig, config) if role else None
 
 
 # ---- preemption row --------------------------------------------------------------------------
@@ -275,7 +271,5 @@ def slo_chart(role: str, target_name: str):
 
 
 def slo_latency_chart(sig: Signals, config: Config):
-    for role in ("itl", "tpot"):
-        if sig.spec.has(role):
-            return slo_chart(role, "itl_seconds")(sig, config)
-    return None
+    role = sig.token_latency_role
+    return slo_chart(role, "itl_seconds")(sig, config) if role else None

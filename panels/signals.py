@@ -156,6 +156,11 @@ class Signals:
         return self._leaf(promql.quantile(q, rates, scale))
 
     @property
+    def token_latency_role(self) -> str | None:
+        """ITL where the engine has it, else per-request TPOT: the per-token latency it can show."""
+        return next((role for role in ("itl", "tpot") if self.spec.has(role)), None)
+
+    @property
     def latency_role(self) -> str:
         """The finest latency histogram the engine has: ITL, else per-request TPOT, else TTFT."""
         return next(role for role in LATENCY_ROLES if self.spec.has(role))
@@ -166,7 +171,7 @@ class Signals:
         target = configured if configured is not None else self.spec.slo_defaults.get(name)
         if target is None:
             return None
-        role = "ttft" if name == "ttft_seconds" else next(r for r in ("itl", "tpot") if self.spec.has(r))
+        role = "ttft" if name == "ttft_seconds" else self.token_latency_role
         for source in self._sources(role):
             problem = bound_problem(source.metric, target)
             if problem:
