@@ -33,6 +33,7 @@ def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: li
     model["schemaVersion"] = SCHEMA_VERSION
     model["templating"] = {"list": variables}
     model["annotations"] = {"list": [BUILT_IN_ANNOTATION, *annotations]}
+    model["timepicker"] = {"refresh_intervals": model["timepicker"]["refresh_intervals"]}
     model["fiscalYearStartMonth"] = 0
     model["liveNow"] = False
     model["weekStart"] = ""
@@ -61,7 +62,7 @@ def _panel(panel: dict, number: int) -> None:
         if not panel.get(key):
             panel.pop(key, None)
     if panel["type"] == "row":
-        for key in ("targets", "datasource", "thresholds", "description"):
+        for key in ("targets", "datasource", "thresholds", "description", "fieldConfig"):
             panel.pop(key, None)
         panel["panels"] = []
         return
