@@ -177,84 +177,6 @@ class EngineMetrics:
         """Refresh gauges at scrape time (engines that latch them override this)."""
         self.gauges(self.state())
 
-    def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
-        """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
-
-        With a timestamp the lines are OpenMetrics (TYPE names without _total); without one
-        they are the Prometheus text format a live /metrics serves. `declared` remembers
-        which families already had their TYPE line in a long backfill file.
-        """
-        ts = "" if timestamp is None else f" {timestamp:.3f}"
-        out: list[str] = []
-        seen = set() if declared is None else declared
-        for s in self.series:
-            m = s.metric
-            if m.name not in seen:
-                seen.add(m.name)
-                family = m.name
-                if timestamp is not None and m.type == "counter" and family.endswith("_total"):
-                    family = family[: -len("_total")]
-                out.append(f"# HELP {family} {m.help}")
-                out.append(f"# TYPE {family} {m.type}")
-            labels = ",".join(x for x in (s.labels, extra) if x)
-            if m.type == "histogram":
-                cum = s.cell.cumulative()
-                sep = "," if labels else ""
-                for bound, count in zip(m.buckets, cum):
-                    out.append(f'{m.name}_bucket{{{labels}{sep}le="{self.spec.le(bound)}"}} {count}{ts}')
-                out.append(f'{m.name}_bucket{{{labels}{sep}le="+Inf"}} {cum[-1]}{ts}')
-                out.append(f"{m.name}_count{{{labels}}} {cum[-1]}{ts}")
-                out.append(f"{m.name}_sum{{{labels}}} {s.cell.total:.6f}{ts}")
-            else:
-                out.append(f"{m.name}{{{labels}}} {_num(s.cell.value)}{ts}")
-        return out
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
-
-
-class EngineMetrics:
-    """Base emitter: receives simulator events; subclasses map them to their engine's series."""
-
-    engine = ""
-    preemption = RECOMPUTE
-
-    def __init__(self, spec: EngineSpec, model: str, state: Callable[[], EngineState]):
-        self.spec = spec
-        self.model = model
-        self.state = state
-        self.reg = Registry(spec, self.constant_labels())
-        self.build()
-
-    def constant_labels(self) -> dict[str, str]:
-        return {self.spec.model_label: self.model}
-
-    def build(self) -> None:
-        raise NotImplementedError
-
-    # Recorder interface: default no-ops, subclasses override what their engine records.
-    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted) -> None: ...
-    def on_token_gap(self, gap_s, count, tokens) -> None: ...
-    def on_prefill_done(self, req: Request, now) -> None: ...
-    def on_first_token(self, req: Request, now) -> None: ...
-    def on_preempt(self, req: Request, now) -> None: ...
-    def on_finish(self, req: Request, now) -> None: ...
-    def on_log_tick(self, now) -> None: ...
-
-    def gauges(self, state: EngineState) -> None:
-        """Copy engine state into gauge cells."""
-
-    def scrape(self, now: float) -> None:
-        """Refresh gauges as the engine would at this instant (some engines latch them)."""
-        if self.gauge_refresh_s:
-            if now - self._latched_at >= self.gauge_refresh_s:
-                self._latched_at = now - (now - self._latched_at) % self.gauge_refresh_s \
-                    if self._latched_at > -1e17 else now
-                self.gauges(self.state())
-        else:
-            self.gauges(self.state())
-
     def render(self, extra: str = "", timestamp: float | None = None,
                declared: set[str] | None = None) -> list[str]:
         return self.reg.render(extra, timestamp, declared)
@@ -508,7 +430,12 @@ class Fanout:
         self.emitters = emitters
 
     def __getattr__(self, event: str):
-        handlers = [getattr(e, event) for e in self.emitters]
+        # skip emitters that ignore the event: most events happen every engine step
+        handlers = [getattr(e, event) for e in self.emitters
+                    if getattr(type(e), event) is not getattr(EngineMetrics, event)]
+        if len(handlers) == 1:
+            setattr(self, event, handlers[0])
+            return handlers[0]
 
         def call(*args):
             for handler in handlers:

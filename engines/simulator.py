@@ -46,7 +46,7 @@ class ServingConfig:
     block_size: int = 16
     max_running: int = 64             # max_num_seqs / max_running_requests
     max_batched_tokens: int = 2048    # chunked-prefill token budget per step
-    step_base_s: float = 0.014        # weights read + launch overhead per step
+    step_base_s: float = 0.02         # weights read + launch overhead per step
     step_per_new_token_s: float = 0.00004   # compute per token processed in the step
     step_per_context_token_s: float = 1.2e-7  # KV read per context token attended
     preemption: str = RECOMPUTE       # RECOMPUTE or RETRACT
@@ -144,34 +144,34 @@ class ServingSimulator:
         self._horizon = start
         self._next_rid = 0
         self._steps_since_tick = 0
-        self._next_arrival = self._draw_arrival(start)
+        self._next_arrival, self._arrival_is_request = self._draw_arrival(start)
 
     # -- traffic ---------------------------------------------------------------------------
-    def _draw_arrival(self, t: float) -> float:
-        """Next Poisson arrival after t; a zero rate is re-checked every second."""
-        while True:
-            rate = self.load(t).rate_rps
-            if rate <= 0:
-                t = math.floor(t) + 1.0
-                if t > 10 ** 12:
-                    return math.inf
-                continue
+    def _draw_arrival(self, t: float) -> tuple[float, bool]:
+        """Next Poisson arrival after t, drawn one second at a time so the rate may change.
+
+        Returns (time, True) for an arrival, or (t + 1, False) for a re-check when no
+        arrival falls in the next second (a zero rate means no traffic for now).
+        """
+        rate = self.load(t).rate_rps
+        if rate > 0:
             gap = self.rng.expovariate(rate)
             if gap <= 1.0:
-                return t + gap
-            t += 1.0   # re-sample at the rate one second later (thinning by steps)
+                return t + gap, True
+        return t + 1.0, False
 
     def _admit_arrivals(self) -> None:
         while self._next_arrival <= self.now:
             t = self._next_arrival
-            ld = self.load(t)
-            # a single request never exceeds half the KV budget, so it can always run alone
-            cap = self.cfg.kv_blocks * self.cfg.block_size // 4
-            prompt = min(cap, max(1, int(ld.prompt_tokens * self.rng.uniform(0.5, 1.5))))
-            target = min(cap, max(1, int(ld.output_tokens * self.rng.uniform(0.5, 1.5))))
-            self.waiting.append(Request(self._next_rid, t, prompt, target))
-            self._next_rid += 1
-            self._next_arrival = self._draw_arrival(t)
+            if self._arrival_is_request:
+                ld = self.load(t)
+                # a single request never exceeds a quarter of the KV budget, so it can always run alone
+                cap = self.cfg.kv_blocks * self.cfg.block_size // 4
+                prompt = min(cap, max(1, int(ld.prompt_tokens * self.rng.uniform(0.5, 1.5))))
+                target = min(cap, max(1, int(ld.output_tokens * self.rng.uniform(0.5, 1.5))))
+                self.waiting.append(Request(self._next_rid, t, prompt, target))
+                self._next_rid += 1
+            self._next_arrival, self._arrival_is_request = self._draw_arrival(t)
 
     # -- decode-set bookkeeping ----------------------------------------------------------------
     def _ctx(self, r: Request) -> int:
@@ -237,7 +237,8 @@ class ServingSimulator:
     def step(self) -> None:
         cfg = self.cfg
         bs = cfg.block_size
-        self._admit_arrivals()
+        if self._next_arrival <= self.now:
+            self._admit_arrivals()
         preempted = 0
         # 1. decoders each need one slot; a new block when their last block is full
         self._reserved = self.residue[(-self.decode_steps) % bs]
@@ -247,7 +248,7 @@ class ServingSimulator:
         budget = cfg.max_batched_tokens - self.n_decode
         # 2. chunked prefill of running sequences, then admission (none in a step that preempted)
         chunks: list[tuple[Request, int]] = []
-        for r in list(self.prefilling):
+        for r in list(self.prefilling) if self.prefilling else ():
             if budget <= 0 or r not in self.prefilling:
                 continue
             chunk = min(r.prefill_target() - r.computed, budget)
@@ -263,7 +264,7 @@ class ServingSimulator:
             r.blocks += extra
             chunks.append((r, chunk))
             budget -= chunk
-        if not preempted:
+        if not preempted and self.waiting:
             while self.waiting and budget > 0 and len(self.running) < cfg.max_running:
                 r = self.waiting[0]
                 chunk = min(r.prefill_target(), budget)
@@ -281,9 +282,10 @@ class ServingSimulator:
                 budget -= chunk
         self.free_blocks -= self._reserved
         # 3. run the step
-        prefill_tokens = sum(n for _, n in chunks)
-        ctx_tokens = self.off_sum + self.n_decode * self.decode_steps + sum(
-            r.computed for r, _ in chunks)
+        prefill_tokens = sum(n for _, n in chunks) if chunks else 0
+        ctx_tokens = self.off_sum + self.n_decode * self.decode_steps
+        if chunks:
+            ctx_tokens += sum(r.computed for r, _ in chunks)
         decode_tokens = self.n_decode
         if not decode_tokens and not chunks:
             self._idle_until_next_arrival(preempted)
@@ -295,7 +297,7 @@ class ServingSimulator:
         now = self.now
         if decode_tokens:
             self.rec.on_token_gap(dt, decode_tokens, decode_tokens)
-        for r, n in chunks:
+        for r, n in chunks if chunks else ():
             r.computed += n
             if r.computed < r.prefill_target():
                 continue
@@ -315,7 +317,8 @@ class ServingSimulator:
                 self._finish(r)
             else:
                 self._start_decoding(r)
-        self._finish_due(now)
+        if self.finish_heap and self.finish_heap[0][0] <= self.decode_steps:
+            self._finish_due(now)
         self._update_state(preempted)
         self.rec.on_step(now, dt, decode_tokens, prefill_tokens, preempted)
 

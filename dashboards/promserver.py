@@ -1,0 +1,220 @@
+"""A throw-away local Prometheus: backfill, serve on 127.0.0.1, query, shut down.
+
+Why: panel queries and annotations are only proven on a real PromQL engine. This runs
+the distribution's `prometheus` binary (Debian package `prometheus`) on a free loopback
+port with a temporary data directory, so tests, `llmdash demo` and rule benchmarks can
+load scenario data and query it over the HTTP API exactly as Grafana would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+import yaml
+
+from engines.errors import LlmdashError
+
+INSTALL_HINT = ("install it with `apt-get install prometheus` (Debian/Ubuntu; it brings promtool), "
+                "or put the prometheus and promtool binaries on PATH")
+RETENTION = "36500d"   # backfilled data is hours old; never let retention delete it
+
+
+class PromQLError(LlmdashError):
+    """Prometheus rejected a query (bad PromQL or a server-side failure)."""
+
+
+def find_binary(name: str) -> str:
+    """Absolute path of `prometheus`/`promtool`, or a usage error that says how to install it."""
+    path = shutil.which(name) or (f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None)
+    if not path:
+        raise LlmdashError(f"{name} not found: {INSTALL_HINT}")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrometheusServer:
+    """One local Prometheus. Backfill before `start()`; use as a context manager.
+
+    `rule_files` and `evaluation_interval` are passed into its configuration so alert and
+    recording rules can be evaluated against backfilled data.
+    """
+
+    def __init__(self, rule_files: tuple[str | Path, ...] = (), evaluation_interval: str = "15s",
+                 scrape_interval: str = "15s", scrape_configs: list[dict] | None = None):
+        self.prometheus = find_binary("prometheus")
+        self.promtool = find_binary("promtool")
+        self.dir = Path(tempfile.mkdtemp(prefix="llmdash-prom-"))
+        self.data = self.dir / "data"
+        self.data.mkdir()
+        self.config = {
+            "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+            "rule_files": [str(Path(f).resolve()) for f in rule_files],
+            "scrape_configs": scrape_configs or [],
+        }
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.session = requests.Session()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def backfill(self, openmetrics_file: str | Path) -> None:
+        """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks."""
+        if self.proc is not None:
+            raise RuntimeError("backfill before start(): a running server does not load new blocks")
+        result = subprocess.run(
+            [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_file), str(self.data)],
+            capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LlmdashError(f"promtool could not backfill {openmetrics_file}: {tail[0]}")
+
+    def start(self, timeout_s: float = 60.0) -> "PrometheusServer":
+        config_path = self.dir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self.port = free_port()
+        self.log = open(self.dir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            [self.prometheus, f"--config.file={config_path}", f"--storage.tsdb.path={self.data}",
+             f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{self.port}",
+             "--web.enable-lifecycle"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.stop()
+                raise LlmdashError(f"prometheus exited with code {self.proc.returncode}: {self._log_tail()}")
+            try:
+                if self.session.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        tail = self._log_tail()
+        self.stop()
+        raise LlmdashError(f"prometheus on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.dir / "prometheus.log").read_text().strip().splitlines()
+        except OSError:
+            return "no log"
+        return lines[-1] if lines else "no log"
+
+    def _api(self, path: str, params: dict) -> dict:
+        try:
+            response = self.session.post(f"{self.url}/api/v1/{path}", data=params, timeout=60)
+        except requests.RequestException as exc:
+            raise PromQLError(f"prometheus at {self.url} unreachable: {exc.__class__.__name__}") from None
+        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+        if response.status_code != 200 or body.get("status") != "success":
+            raise PromQLError(f"{body.get('errorType', response.status_code)}: {body.get('error', response.text[:200])}"
+                              f" in {params.get('query', '')!r}")
+        return body["data"]
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        """Instant query: [{"metric": {...}, "value": [ts, "v"]}]."""
+        return self._api("query", {"query": expr, "time": f"{at:.3f}"})["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
+        """Range query: [{"metric": {...}, "values": [[ts, "v"], ...]}] (matrix)."""
+        return self._api("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                         "step": f"{step:g}"})["result"]
+
+    def rules(self) -> list[dict]:
+        """Loaded rule groups with their current alert states (GET /api/v1/rules)."""
+        return self.session.get(f"{self.url}/api/v1/rules", timeout=30).json()["data"]["groups"]
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+        self.session.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "PrometheusServer":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ---- scenario data ----------------------------------------------------------------------------
+
+SLOT_GAP_S = 2 * 3600      # between scenarios: more than the longest (1 h) window any query uses
+
+
+class ScenarioWindow:
+    """Where one backfilled scenario sits in absolute time (seconds since the epoch)."""
+
+    def __init__(self, name: str, start: float, onset: float, end: float):
+        self.name, self.start, self.onset, self.end = name, start, onset, end
+
+    def __repr__(self) -> str:
+        return f"ScenarioWindow({self.name!r}, start={self.start:.0f}, onset={self.onset:.0f}, end={self.end:.0f})"
+
+
+def _write_scenario(job: tuple[str, int, float, str, tuple[str, ...]]) -> tuple[str, int]:
+    """Worker: one scenario to one OpenMetrics file (runs in a child process)."""
+    from engines.catalog import load_engine
+    from engines.scenarios import build, write_openmetrics
+
+    name, seed, start, path, engines = job
+    specs = {engine: load_engine(engine) for engine in engines}
+    with open(path, "w") as out:
+        samples = write_openmetrics(build(name), specs, seed, start, out)
+        out.write("# EOF\n")
+    return path, samples
+
+
+def plan_windows(names: list[str], now: float | None = None) -> dict[str, ScenarioWindow]:
+    """Disjoint, hour-aligned windows ending at least an hour before `now`."""
+    from engines.scenarios import build
+
+    now = time.time() if now is None else now
+    scenarios = [build(name) for name in names]
+    span = sum(s.duration_s + SLOT_GAP_S for s in scenarios)
+    start = (now // 3600) * 3600 - 3600 - span
+    windows = {}
+    for s in scenarios:
+        windows[s.name] = ScenarioWindow(s.name, start, start + s.onset_s, start + s.duration_s)
+        start += s.duration_s + SLOT_GAP_S
+    return windows
+
+
+def load_scenarios(server: PrometheusServer, names: list[str], engines: list[str], seed: int = 1,
+                   workers: int | None = None, progress=None) -> dict[str, ScenarioWindow]:
+    """Simulate each scenario for every engine, backfill it into `server`, return its windows."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    windows = plan_windows(names)
+    jobs = [(name, seed, w.start, str(server.dir / f"{name}.om"), tuple(engines)) for name, w in windows.items()]
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for path, samples in pool.map(_write_scenario, jobs):
+            if progress:
+                progress(f"simulated {Path(path).stem}: {samples} samples")
+            server.backfill(path)
+            os.unlink(path)
+            if progress:
+                progress(f"backfilled {Path(path).stem} into the local Prometheus")
+    return windows
