@@ -11,11 +11,12 @@ from pathlib import Path
 
 import click
 
+from dashboards import bench
 from dashboards import build as builder
 from dashboards.cli_publish import provision_command, publish_command
 from dashboards.cli_review import diff_command, layout_command
 from dashboards.config import load_config
-from engines.catalog import ROLES, load_all
+from engines.catalog import ROLES, load_all, load_engine
 from engines.errors import LlmdashError
 
 
@@ -58,6 +59,28 @@ def rules(ctx: click.Context, out: Path) -> None:
     files = builder.generated_files(config_of(ctx), parts=("rules",))
     changed = builder.write(files, out)
     click.echo(f"wrote {len(changed)} of {len(files)} rule files under {out}/rules/")
+
+
+@cli.command("bench-detect")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-detect.md"),
+              show_default=True, help="Where to write the table (markdown).")
+@click.option("--engine", "engine_ids", multiple=True, help="Only these engines (default: the config's).")
+@click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(bench.SCENARIOS),
+              help="Only these scenarios (default: all).")
+@click.option("--seed", default=1, show_default=True, help="Simulator seed.")
+@click.pass_context
+def bench_detect(ctx: click.Context, out: Path, engine_ids, scenario_names, seed: int) -> None:
+    """Detection delay and false firings of the alerts vs naive baselines, on simulated scenarios."""
+    config = config_of(ctx)
+    for engine in engine_ids:
+        load_engine(engine)
+    engine_ids = tuple(engine_ids) or config.engine_ids
+    outcomes = bench.run(engine_ids, config, seed, tuple(scenario_names) or bench.SCENARIOS,
+                         progress=lambda message: click.echo(message, err=True))
+    text = bench.table(outcomes, engine_ids)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    click.echo(text + f"\nwritten to {out}")
 
 
 @cli.command()
