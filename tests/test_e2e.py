@@ -1,0 +1,177 @@
+"""End-to-end: every dashboard's panels and annotations, evaluated on a real Prometheus.
+
+The data is the simulator's scenarios, backfilled with promtool. Expressions are taken
+from the built dashboards as they are, with Grafana variables substituted, so these
+tests prove the queries a user will see, not a copy of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from dashboards.build import build_dashboards
+from dashboards.config import load_config
+from dashboards.evaluate import evaluate_dashboard
+from engines.catalog import load_engine
+from engines.exposition import EMITTERS
+from engines.scenarios import PRIMARY, SECONDARY
+
+pytestmark = pytest.mark.e2e
+
+ENGINES = sorted(EMITTERS)
+ROW = "Throughput vs latency"
+LATENCY_PANELS = ("ITL p99", "TPOT p99", "TTFT p99")   # the divergence's choice: finest first
+PREEMPTION_PANELS = ("Preemptions/s", "Paused requests")
+QUIET = ("steady", "load-ramp", "idle", "restart")
+
+# Findings the data proves against the current generated expressions (reported to the lead).
+# strict: once the expression is fixed the test passes and the marker must go.
+PAUSED_GAUGE = ("the paused-requests gauge holds the latest iteration only; sampled at the annotation's "
+                "60 s step it misses the few scrapes that saw a pause (needs max_over_time over the window)")
+TPOT_DILUTES = ("per-request TPOT p99 only doubles: preemption victims are the newest requests, mostly "
+                "before their first token, so the stall lands in TTFT, not TPOT")
+KNOWN = {
+    ("preemption-annotation", "tensorrt-llm-serve"): PAUSED_GAUGE,
+    ("preemption-annotation", "tensorrt-llm-triton"): PAUSED_GAUGE,
+    ("divergence-annotation", "tensorrt-llm-serve"): TPOT_DILUTES,
+    ("latency-rises", "tensorrt-llm-serve"): TPOT_DILUTES,
+}
+
+
+def engines_for(check: str, engines=ENGINES):
+    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=KNOWN[(check, e)]))
+            if (check, e) in KNOWN else e for e in engines]
+
+
+@pytest.fixture(scope="session")
+def dashboards():
+    return build_dashboards(load_config(None))
+
+
+@pytest.fixture(scope="session")
+def evaluated(prometheus_scenarios, dashboards):
+    """evaluated(engine, scenario, step) -> DashboardResult, each computed once per session."""
+    server, windows = prometheus_scenarios
+    cache = {}
+
+    def get(engine: str, scenario: str, step: float = 60.0):
+        key = (engine, scenario, step)
+        if key not in cache:
+            w = windows[scenario]
+            cache[key] = evaluate_dashboard(dashboards[engine], server, w.start, w.end, step)
+        return cache[key]
+    return get
+
+
+def model_points(panel, engine: str, model: str) -> list[tuple[float, float]]:
+    """Points of the panel's first target for one model (the dashboards group by model)."""
+    label = load_engine(engine).model_label
+    series = [s for s in panel.targets[0].series if s.labels.get(label) == model]
+    assert series, f"{panel.title}: no series for {label}={model!r}"
+    return series[0].points
+
+
+def mean_between(points, start: float, end: float) -> float:
+    values = [v for t, v in points if start <= t < end]
+    assert values, f"no points between {start:.0f} and {end:.0f}"
+    return statistics.mean(values)
+
+
+def first_panel(result, titles: tuple[str, ...], row: str | None = None):
+    for title in titles:
+        try:
+            return result.panel(title, row)
+        except KeyError:
+            continue
+    return None
+
+
+@pytest.mark.parametrize("scenario", ["kv-collapse", "restart", "scrape-gaps"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_panel_target_returns_data(evaluated, engine, scenario):
+    result = evaluated(engine, scenario)
+    targets = [t for p in result.panels for t in p.targets]
+    assert targets, f"{engine}: dashboard has no panel targets"
+    empty = [f"{t.row} / {t.panel} / {t.ref_id}: {t.expr}" for t in targets if not t.has_data]
+    assert not empty, f"{engine} in {scenario}: targets without data:\n" + "\n".join(empty)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_collapse_keeps_throughput_flat(evaluated, prometheus_scenarios, engine):
+    w = prometheus_scenarios[1]["kv-collapse"]
+    result = evaluated(engine, "kv-collapse", 15.0)
+    points = model_points(result.panel("Output tokens/s", ROW), engine, PRIMARY)
+    before = mean_between(points, w.onset - 1800, w.onset)
+    after = mean_between(points, w.onset + 600, w.end + 1)
+    assert abs(after / before - 1) <= 0.10, f"output tok/s {before:.0f} -> {after:.0f}"
+
+
+@pytest.mark.parametrize("engine", engines_for("latency-rises"))
+def test_collapse_raises_latency_p99(evaluated, prometheus_scenarios, engine):
+    w = prometheus_scenarios[1]["kv-collapse"]
+    result = evaluated(engine, "kv-collapse", 15.0)
+    panel = first_panel(result, LATENCY_PANELS, ROW)
+    assert panel is not None, f"{engine}: no latency panel in row {ROW!r}"
+    points = model_points(panel, engine, PRIMARY)
+    before = mean_between(points, w.onset - 1800, w.onset)
+    after = mean_between(points, w.onset + 600, w.end + 1)
+    assert after >= 2 * before, f"{panel.title} {before:.3g}s -> {after:.3g}s, less than 2x"
+    # the second model shares nothing with the first: its latency stays where it was
+    other = model_points(panel, engine, SECONDARY)
+    assert mean_between(other, w.onset + 600, w.end + 1) < 1.5 * mean_between(other, w.onset - 1800, w.onset)
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if load_engine(e).has("preemptions")])
+def test_collapse_shows_preemptions(evaluated, prometheus_scenarios, engine):
+    w = prometheus_scenarios[1]["kv-collapse"]
+    result = evaluated(engine, "kv-collapse", 15.0)
+    panel = first_panel(result, PREEMPTION_PANELS, "Preemption")
+    assert panel is not None, f"{engine}: no preemption panel"
+    points = model_points(panel, engine, PRIMARY)
+    assert max(v for t, v in points if t >= w.onset) > 0, f"{panel.title} stays at 0 through the collapse"
+    assert max(v for t, v in points if t < w.onset) == 0, f"{panel.title} non-zero before the collapse"
+
+
+def model_regions(result, name_part: str, engine: str):
+    label = load_engine(engine).model_label
+    return [(r.labels.get(label), r.start, r.end) for r in result.regions(name_part)]
+
+
+def assert_annotation_marks_collapse(result, w, name_part: str, engine: str):
+    assert any(name_part in name for name in result.annotations), f"{engine}: no {name_part} annotation"
+    regions = model_regions(result, name_part, engine)
+    during = [r for r in regions if r[0] == PRIMARY and w.onset <= r[1] <= w.onset + 1200]
+    assert during, f"{name_part} never starts within 20 min of the onset: {regions}"
+    assert not [r for r in regions if r[1] < w.onset], f"{name_part} before the onset: {regions}"
+    assert not [r for r in regions if r[0] != PRIMARY], f"{name_part} on a model that did not collapse: {regions}"
+
+
+@pytest.mark.parametrize("engine", engines_for("divergence-annotation"))
+def test_divergence_annotation_covers_collapse(evaluated, prometheus_scenarios, engine):
+    w = prometheus_scenarios[1]["kv-collapse"]
+    assert_annotation_marks_collapse(evaluated(engine, "kv-collapse"), w, "Divergence", engine)
+
+
+@pytest.mark.parametrize("scenario", QUIET)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_divergence_annotation_absent_without_collapse(evaluated, engine, scenario):
+    regions = model_regions(evaluated(engine, scenario), "Divergence", engine)
+    assert not regions, f"Divergence fired in {scenario}: {regions}"
+
+
+PREEMPTION_ENGINES = [e for e in ENGINES if load_engine(e).has("preemptions")]
+
+
+@pytest.mark.parametrize("engine", engines_for("preemption-annotation", PREEMPTION_ENGINES))
+def test_preemption_annotation_marks_collapse(evaluated, prometheus_scenarios, engine):
+    w = prometheus_scenarios[1]["kv-collapse"]
+    assert_annotation_marks_collapse(evaluated(engine, "kv-collapse"), w, "Preemption", engine)
+
+
+@pytest.mark.parametrize("scenario", QUIET)
+@pytest.mark.parametrize("engine", PREEMPTION_ENGINES)
+def test_preemption_annotation_absent_without_collapse(evaluated, engine, scenario):
+    regions = model_regions(evaluated(engine, scenario), "Preemption", engine)
+    assert not regions, f"Preemption fired in {scenario}: {regions}"
