@@ -92,6 +92,7 @@ class TargetResult:
     ref_id: str
     expr: str
     series: list[Series]
+    legend: str = ""
 
     @property
     def has_data(self) -> bool:
@@ -193,7 +194,8 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
                 continue
             expr = substitute(target["expr"], variables, step_s, range_s, scrape_s)
             series = _series(server.query_range(expr, start, end, step_s))
-            result.targets.append(TargetResult(row, result.title, target.get("refId", ""), expr, series))
+            result.targets.append(TargetResult(row, result.title, target.get("refId", ""), expr, series,
+                                               target.get("legendFormat", "")))
         panels.append(result)
     regions: dict[str, list[Region]] = {}
     if annotations:

@@ -138,6 +138,31 @@ class Registry:
         return out
 
 
+def live_text(emitters: list["EngineMetrics"]) -> str:
+    """Prometheus text format for one /metrics holding several processes' series.
+
+    Each family appears once, with one HELP/TYPE header and all its samples together,
+    as the text parser expects.
+    """
+    families: dict[str, list[str]] = {}
+    for emitter in emitters:
+        current: list[str] = []
+        for line in emitter.render():
+            if line.startswith("# HELP "):
+                name = line.split(" ", 3)[2]
+                current = families.setdefault(name, [])
+                if not current:
+                    current.append(line)
+                    continue
+                current = families[name]
+            elif line.startswith("# TYPE "):
+                if len(current) == 1:
+                    current.append(line)
+            else:
+                current.append(line)
+    return "".join(line + "\n" for lines in families.values() for line in lines)
+
+
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 

@@ -1,0 +1,129 @@
+"""`llmdash simulate` and `llmdash demo`: the serving simulator from the command line."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import click
+
+from dashboards.config import load_config
+from engines.catalog import load_engine
+from engines.errors import LlmdashError
+from engines.exposition import EMITTERS, live_text
+from engines.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, build, instances, write_openmetrics
+
+
+def _config_path(ctx: click.Context) -> str | None:
+    return (ctx.obj or {}).get("config_path")
+
+
+@click.command("simulate")
+@click.option("--engine", required=True, type=click.Choice(sorted(EMITTERS)), help="Engine whose metrics to emit.")
+@click.option("--scenario", required=True, type=click.Choice(list(SCENARIOS)), help="Traffic scenario.")
+@click.option("--seed", default=1, show_default=True, help="Same seed, same data.")
+@click.option("--serve", "port", type=click.IntRange(1, 65535), default=None,
+              help="Serve a live /metrics on 127.0.0.1:PORT for a Prometheus to scrape.")
+@click.option("--speed", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
+              help="With --serve: scenario seconds per wall-clock second.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the whole scenario as OpenMetrics for `promtool tsdb create-blocks-from openmetrics`.")
+def simulate_command(engine: str, scenario: str, seed: int, port: int | None, speed: float, out: Path | None) -> None:
+    """Simulate ENGINE serving SCENARIO: a backfill file (--out) or a live endpoint (--serve)."""
+    if (port is None) == (out is None):
+        raise LlmdashError("give exactly one of --serve PORT or --out FILE")
+    spec = load_engine(engine)
+    chosen = build(scenario)
+    if out is not None:
+        _write_backfill(engine, spec, chosen, seed, out)
+    else:
+        _serve(engine, spec, chosen, seed, port, speed)
+
+
+def _write_backfill(engine, spec, scenario, seed: int, out: Path) -> None:
+    """Timestamps end at the last full minute, so the data is recent and inside retention."""
+    start = (time.time() // 60) * 60 - scenario.duration_s
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with open(tmp, "w") as handle:
+            samples = write_openmetrics(scenario, {engine: spec}, seed, start, handle)
+            handle.write("# EOF\n")
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise LlmdashError(f"cannot write {out}: {exc.strerror}") from None
+    click.echo(f"wrote {samples} samples of {engine} / {scenario.name} to {out}\n"
+               f"load them with: promtool tsdb create-blocks-from openmetrics {out} <prometheus data dir>")
+
+
+def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
+    """Advance the simulation to 'now' on every scrape; 503 while a scrape would be missed."""
+    insts = instances(scenario, {engine: spec}, seed)
+    lock = threading.Lock()
+    began = time.monotonic()
+    restarted = scenario.restart_at_s is None
+
+    def metrics() -> tuple[int, str]:
+        nonlocal restarted
+        t = (time.monotonic() - began) * speed
+        with lock:
+            if not restarted and t >= scenario.restart_at_s:
+                restarted = True
+                for inst in insts:
+                    if inst.model is scenario.models[0]:
+                        inst.sim.run_until(scenario.restart_at_s)
+                        inst.sim.abort_all()
+                        inst.fresh_process()
+            for inst in insts:
+                inst.sim.run_until(t)
+                inst.emitters[engine].scrape(t)
+            text = live_text([inst.emitters[engine] for inst in insts])
+        if not scenario.scraped(t):
+            return 503, "scrape missed by the scenario\n"
+        return 200, text
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            status, body = metrics()
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        raise LlmdashError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+    click.echo(f"serving {engine} / {scenario.name} on http://127.0.0.1:{port}/metrics "
+               f"(speed x{speed:g}, onset at {scenario.onset_s / 60 / speed:.1f} min; scrape every "
+               f"{SCRAPE_INTERVAL_S:g}s, see docs/prometheus.yml); Ctrl-C stops")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@click.command("demo")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/demo"),
+              show_default=True, help="Where to write <engine>.png.")
+@click.option("--seed", default=1, show_default=True, help="Simulator seed.")
+@click.pass_context
+def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
+    """Build, simulate a KV-cache collapse on a local Prometheus, draw every dashboard to OUT/."""
+    from dashboards.demo import run_demo   # matplotlib only when drawing
+
+    paths = run_demo(load_config(_config_path(ctx)), out, seed, progress=lambda m: click.echo(m, err=True))
+    click.echo(f"\n{len(paths)} dashboards drawn: " + " ".join(str(p) for p in paths))
