@@ -175,3 +175,34 @@ def test_preemption_annotation_marks_collapse(evaluated, prometheus_scenarios, e
 def test_preemption_annotation_absent_without_collapse(evaluated, engine, scenario):
     regions = model_regions(evaluated(engine, scenario), "Preemption", engine)
     assert not regions, f"Preemption fired in {scenario}: {regions}"
+
+
+def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
+    """`llmdash simulate --serve` is a target a real Prometheus scrapes as an engine."""
+    import subprocess
+    import sys
+    import time
+
+    from dashboards.promserver import PrometheusServer, free_port
+
+    port = free_port()
+    code = ("import sys; from dashboards.cli_sim import simulate_command; "
+            f"simulate_command.main(['--engine', 'vllm', '--scenario', 'steady', '--serve', '{port}', "
+            "'--speed', '60'], standalone_mode=True)")
+    sim = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = PrometheusServer(scrape_interval="1s", scrape_configs=[
+        {"job_name": "llmdash-sim", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}])
+    try:
+        server.start()
+        deadline = time.monotonic() + 30
+        result = []
+        while time.monotonic() < deadline and not result:
+            time.sleep(1)
+            result = server.query('sum by (model_name) (rate(vllm:generation_tokens_total{job="llmdash-sim"}[5s]))',
+                                  time.time())
+        assert {r["metric"]["model_name"] for r in result} == {PRIMARY, SECONDARY}
+        assert all(float(r["value"][1]) > 0 for r in result)
+    finally:
+        server.stop()
+        sim.terminate()
+        sim.wait()

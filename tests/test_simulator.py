@@ -209,3 +209,27 @@ def test_unknown_scenario_and_engine_are_usage_errors():
     spec = load_all()["vllm"]
     with pytest.raises(LlmdashError, match="no emitter for engine 'tgi'"):
         list(scrapes(build("steady", SHORT), {"tgi": spec}, 1))
+
+
+def test_simulate_writes_a_complete_backfill_file(tmp_path):
+    from click.testing import CliRunner
+
+    from dashboards.cli_sim import simulate_command
+
+    out = tmp_path / "kv.om"
+    result = CliRunner().invoke(simulate_command, ["--engine", "lmdeploy", "--scenario", "idle", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert text.endswith("# EOF\n") and "lmdeploy:iter_token_latency_bucket{" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["kv.om"]          # no temporary file left behind
+
+
+@pytest.mark.parametrize("args", [[], ["--serve", "9400", "--out", "x.om"]])
+def test_simulate_needs_exactly_one_output(args):
+    from click.testing import CliRunner
+
+    from dashboards.cli_sim import simulate_command
+
+    result = CliRunner().invoke(simulate_command, ["--engine", "vllm", "--scenario", "steady"] + args)
+    assert isinstance(result.exception, LlmdashError)
+    assert "exactly one of --serve PORT or --out FILE" in str(result.exception)
