@@ -30,13 +30,16 @@ QUIET = ("steady", "load-ramp", "idle", "restart")
 # strict: once the expression is fixed the test passes and the marker must go.
 PAUSED_GAUGE = ("the paused-requests gauge holds the latest iteration only; sampled at the annotation's "
                 "60 s step it misses the few scrapes that saw a pause (needs max_over_time over the window)")
-TPOT_DILUTES = ("per-request TPOT p99 only doubles: preemption victims are the newest requests, mostly "
-                "before their first token, so the stall lands in TTFT, not TPOT")
+BASELINE = ("the baseline p99 over rate(...[1h]) takes in the collapse's own slow samples within minutes "
+            "(a p99 needs only 1 % of the hour), so the ratio falls back under 2 while the collapse goes on; "
+            "a median of the 5m p99 over the hour, quantile_over_time(0.5, <5m p99>[1h:1m]), holds")
+TPOT_BASELINE = ("per-request TPOT p99 only doubles (victims are the newest requests, mostly before their first "
+                 "token), so against the contaminated 1h baseline the ratio never reaches 2; " + BASELINE)
 KNOWN = {
     ("preemption-annotation", "tensorrt-llm-serve"): PAUSED_GAUGE,
     ("preemption-annotation", "tensorrt-llm-triton"): PAUSED_GAUGE,
-    ("divergence-annotation", "tensorrt-llm-serve"): TPOT_DILUTES,
-    ("latency-rises", "tensorrt-llm-serve"): TPOT_DILUTES,
+    ("divergence-annotation", "tensorrt-llm-serve"): TPOT_BASELINE,
+    **{("divergence-lasts", e): BASELINE for e in ENGINES},
 }
 
 
@@ -108,19 +111,24 @@ def test_collapse_keeps_throughput_flat(evaluated, prometheus_scenarios, engine)
     assert abs(after / before - 1) <= 0.10, f"output tok/s {before:.0f} -> {after:.0f}"
 
 
-@pytest.mark.parametrize("engine", engines_for("latency-rises"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_collapse_raises_latency_p99(evaluated, prometheus_scenarios, engine):
+    """ITL p99 where the engine has it; otherwise a latency panel of the throughput row."""
     w = prometheus_scenarios[1]["kv-collapse"]
     result = evaluated(engine, "kv-collapse", 15.0)
-    panel = first_panel(result, LATENCY_PANELS, ROW)
-    assert panel is not None, f"{engine}: no latency panel in row {ROW!r}"
-    points = model_points(panel, engine, PRIMARY)
-    before = mean_between(points, w.onset - 1800, w.onset)
-    after = mean_between(points, w.onset + 600, w.end + 1)
-    assert after >= 2 * before, f"{panel.title} {before:.3g}s -> {after:.3g}s, less than 2x"
-    # the second model shares nothing with the first: its latency stays where it was
-    other = model_points(panel, engine, SECONDARY)
-    assert mean_between(other, w.onset + 600, w.end + 1) < 1.5 * mean_between(other, w.onset - 1800, w.onset)
+    panels = [p for p in result.panels if p.row == ROW and p.title in LATENCY_PANELS]
+    if any(p.title == "ITL p99" for p in panels):
+        panels = [p for p in panels if p.title == "ITL p99"]
+    assert panels, f"{engine}: no latency panel in row {ROW!r}"
+    ratios = {}
+    for panel in panels:
+        points = model_points(panel, engine, PRIMARY)
+        ratios[panel.title] = (mean_between(points, w.onset + 600, w.end + 1)
+                               / mean_between(points, w.onset - 1800, w.onset))
+        # the second model shares nothing with the first: its latency stays where it was
+        other = model_points(panel, engine, SECONDARY)
+        assert mean_between(other, w.onset + 600, w.end + 1) < 1.5 * mean_between(other, w.onset - 1800, w.onset)
+    assert max(ratios.values()) >= 2, f"latency p99 after/before the onset: {ratios}"
 
 
 @pytest.mark.parametrize("engine", [e for e in ENGINES if load_engine(e).has("preemptions")])
@@ -152,6 +160,17 @@ def assert_annotation_marks_collapse(result, w, name_part: str, engine: str):
 def test_divergence_annotation_covers_collapse(evaluated, prometheus_scenarios, engine):
     w = prometheus_scenarios[1]["kv-collapse"]
     assert_annotation_marks_collapse(evaluated(engine, "kv-collapse"), w, "Divergence", engine)
+
+
+@pytest.mark.parametrize("engine", engines_for("divergence-lasts"))
+def test_divergence_annotation_lasts_through_collapse(evaluated, prometheus_scenarios, engine):
+    """Once the prompts stop growing the collapse goes on; the region should too (most of it)."""
+    w = prometheus_scenarios[1]["kv-collapse"]
+    settled = w.onset + 600
+    covered = sum(max(0.0, min(end, w.end) - max(start, settled))
+                  for model, start, end in model_regions(evaluated(engine, "kv-collapse"), "Divergence", engine)
+                  if model == PRIMARY)
+    assert covered >= 0.5 * (w.end - settled), f"Divergence covers {covered / 60:.0f} of {(w.end - settled) / 60:.0f} min"
 
 
 @pytest.mark.parametrize("scenario", QUIET)
