@@ -225,3 +225,40 @@ def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
         server.stop()
         sim.terminate()
         sim.wait()
+
+
+# ---- the harness itself: variable substitution, Grafana's region merging, a missing binary ----------
+
+def test_grafana_variables_are_substituted_as_all():
+    from dashboards.evaluate import substitute, variable_values
+    from engines.errors import LlmdashError
+
+    dashboard = {"templating": {"list": [
+        {"name": "datasource", "type": "datasource"},
+        {"name": "model_name", "type": "query", "multi": True, "includeAll": True, "allValue": ".*"},
+        {"name": "instance", "type": "query", "multi": True, "includeAll": True}]}}
+    expr = 'rate(x{model_name=~"$model_name", instance=~"${instance}"}[$__rate_interval]) * $__interval_ms'
+    assert substitute(expr, variable_values(dashboard), 15, 3600) == \
+        'rate(x{model_name=~".*", instance=~".*"}[60s]) * 15000'
+    assert "[75s]" in substitute("rate(x[$__rate_interval])", {}, 60, 3600)   # step + scrape interval
+    with pytest.raises(LlmdashError, match=r"unknown dashboard variable \$job"):
+        substitute('x{job="$job"}', variable_values(dashboard), 15, 3600)
+
+
+def test_annotation_regions_merge_like_grafana():
+    from dashboards.evaluate import Series, to_regions
+
+    flaps = Series({"model_name": "a"}, [(0, 1), (60, 1), (120, 1), (180, 0), (240, 1), (300, 0)])
+    other = Series({"model_name": "b"}, [(60, 1), (180, 1)])
+    regions = [(r.labels["model_name"], r.start, r.end) for r in to_regions("Divergence", [flaps, other], 60)]
+    assert regions == [("a", 0, 120), ("a", 240, 240), ("b", 60, 60), ("b", 180, 180)]
+
+
+def test_missing_prometheus_says_how_to_install_it(monkeypatch):
+    from dashboards import promserver
+    from engines.errors import LlmdashError
+
+    monkeypatch.setattr(promserver.shutil, "which", lambda name: None)
+    monkeypatch.setattr(promserver.os, "access", lambda path, mode: False)
+    with pytest.raises(LlmdashError, match="prometheus not found: install it with `apt-get install prometheus`"):
+        promserver.PrometheusServer()
