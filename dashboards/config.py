@@ -51,13 +51,15 @@ class Slo:
 
 @dataclass(frozen=True)
 class Divergence:
-    """Latency p99 over `window` at least `latency_factor` x its p99 over `baseline_window`,
-    while output tok/s over `window` stays within `throughput_band` of its `baseline_window` rate."""
+    """Latency p99 over `window` at least `latency_factor` x its baseline (the median of that p99
+    over `baseline_window`, sampled every `baseline_resolution`), while output tok/s over `window`
+    stays within `throughput_band` of its `baseline_window` rate."""
 
     latency_factor: float = 2.0
     throughput_band: float = 0.2
     window: str = "5m"
     baseline_window: str = "1h"
+    baseline_resolution: str = "1m"
     annotation_step: str = "60s"
     min_tokens_per_second: float = 1.0
     alert_for: str = "5m"
@@ -214,7 +216,8 @@ def _check(config: Config, path: Path) -> None:
     if not 0 < div.throughput_band < 1:
         bad("divergence.throughput_band", f"must be between 0 and 1, got {div.throughput_band:g}")
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
-                 "divergence.annotation_step": div.annotation_step, "preemption.window": config.preemption.window,
+                 "divergence.annotation_step": div.annotation_step,
+                 "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
                  "rules.interval": config.rules.interval, "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():

@@ -37,9 +37,8 @@ def recording_rules(spec: EngineSpec, config: Config) -> list[tuple[str, str]]:
     d, p = config.divergence, config.preemption
     records = [(f"{level}:llm_output_tokens:rate{w}", raw.throughput(window=w)) for w in (d.window, d.baseline_window)]
     latency_roles = [raw.latency_role] + [r for r in ("ttft",) if r != raw.latency_role and spec.has(r)]
-    for role in latency_roles:
-        windows = (d.window, d.baseline_window) if role == raw.latency_role else (d.window,)
-        records += [(f"{level}:llm_{role}_seconds:p99_rate{w}", raw.quantile(role, 0.99, window=w)) for w in windows]
+    records += [(f"{level}:llm_{role}_seconds:p99_rate{d.window}", raw.quantile(role, 0.99, window=d.window))
+                for role in latency_roles]
     if spec.has("preemptions") and raw.preemption_is_counter:
         records.append((f"{level}:llm_preemptions:rate{p.window}", raw.preemption_rate(window=p.window)))
     return records
@@ -91,7 +90,7 @@ def preemptions_high(sig: Signals, config: Config) -> dict | None:
         threshold, what = p.alert_rate, f"{{{{ $value | humanize }}}} preemptions/s over {p.window}"
         limit = f"{threshold:g}/s"
     else:
-        threshold, what = 0, f"on average {{{{ $value | humanize }}}} requests paused over {p.window}"
+        threshold, what = 0, f"up to {{{{ $value | humanize }}}} requests paused in the last {p.window}"
         limit = "any paused request"
     high = f"{sig.preemption_pressure()} > {threshold:g}"
     side = sig.recompute_side()
@@ -117,7 +116,7 @@ def divergence(sig: Signals, config: Config) -> dict:
         sig, config, DIVERGENCE, sig.divergence_condition(), d.alert_for, "critical",
         f"{latency} of {{{{ $labels.model_name }}}} diverges from throughput on {sig.spec.title}",
         f"{{{{ $labels.model_name }}}} on {sig.spec.title}: {latency} over {d.window} is "
-        f"{{{{ $value | printf \"%.1f\" }}}}x its own p99 over {d.baseline_window}, while output tokens/s stays "
+        f"{{{{ $value | printf \"%.1f\" }}}}x its median over the last {d.baseline_window}, while output tokens/s stays "
         f"within ±{d.throughput_band:.0%} of its baseline. Latency rising with flat throughput is what KV-cache "
         "preemption looks like from outside; a load increase would raise throughput too."
         + ("" if sig.spec.has("preemptions") else f" {sig.spec.title} exports no preemption metric, so this is "

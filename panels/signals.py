@@ -58,6 +58,9 @@ class Signals:
         # raw leaf expression -> recording rule name: rules compose alerts from recorded leaves
         self.recorded = recorded or {}
 
+    def _is_recorded(self, expr: str) -> bool:
+        return expr.split("{", 1)[0] in self.recorded.values()
+
     def _leaf(self, expr: str) -> str:
         name = self.recorded.get(expr)
         return promql.selector(name, (Matcher(ENGINE_LABEL, "=", self.spec.id),)) if name else expr
@@ -116,13 +119,13 @@ class Signals:
         return self.gauge("preemptions", group)
 
     def preemption_pressure(self, group=None) -> str:
-        """What the preemption alert compares: the counter's rate, or the paused gauge averaged over
-        the window (a latest-iteration gauge flickers, so a plain `for:` on it would keep resetting)."""
+        """Preemption over the preemption window: the counter's rate, or the most requests the paused
+        gauge showed (it holds the latest iteration only, so a sample at one instant misses pauses)."""
         window = self.config.preemption.window
         if self.preemption_is_counter:
             return self.preemption_rate(group, window)
         group = self.model if group is None else group
-        return promql.first_of([promql.sum_by(group, f"avg_over_time({self._select(s)}[{window}])")
+        return promql.first_of([promql.sum_by(group, f"max_over_time({self._select(s)}[{window}])")
                                 for s in self._sources("preemptions")])
 
     def recompute_side(self, group=None) -> str | None:
@@ -192,11 +195,17 @@ class Signals:
 
     # ---- divergence: latency rising while throughput holds -------------------
     def latency_vs_baseline(self, group=None) -> str:
-        """Latency p99 now divided by its own p99 over the trailing baseline window."""
+        """Latency p99 now divided by its baseline: the median of the same p99 over the trailing window.
+
+        Not the p99 of the whole window's buckets: that needs only 1 % slow samples in the hour,
+        so a collapse would become its own baseline within minutes and the ratio fall back under
+        the factor while the collapse goes on. The median holds for half the baseline window.
+        """
         d = self.config.divergence
         now = self.quantile(self.latency_role, 0.99, group, d.window)
-        base = self.quantile(self.latency_role, 0.99, group, d.baseline_window)
-        return promql.divide(now, base)
+        history = f"{now}[{d.baseline_window}]" if self._is_recorded(now) else \
+            f"({now})[{d.baseline_window}:{d.baseline_resolution}]"
+        return promql.divide(now, f"quantile_over_time(0.5, {history})")
 
     def throughput_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
@@ -217,4 +226,4 @@ class Signals:
 
     def preemption_active(self, group=None) -> str:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""
-        return promql.as_flag(f"{self.preemption_rate(group, self.config.preemption.window)} > 0")
+        return promql.as_flag(f"{self.preemption_pressure(group)} > 0")
