@@ -26,27 +26,6 @@ LATENCY_PANELS = ("ITL p99", "TPOT p99", "TTFT p99")   # the divergence's choice
 PREEMPTION_PANELS = ("Preemptions/s", "Paused requests")
 QUIET = ("steady", "load-ramp", "idle", "restart")
 
-# Findings the data proves against the current generated expressions (reported to the lead).
-# strict: once the expression is fixed the test passes and the marker must go.
-PAUSED_GAUGE = ("the paused-requests gauge holds the latest iteration only; sampled at the annotation's "
-                "60 s step it misses the few scrapes that saw a pause (needs max_over_time over the window)")
-BASELINE = ("the baseline p99 over rate(...[1h]) takes in the collapse's own slow samples within minutes "
-            "(a p99 needs only 1 % of the hour), so the ratio falls back under 2 while the collapse goes on; "
-            "a median of the 5m p99 over the hour, quantile_over_time(0.5, <5m p99>[1h:1m]), holds")
-TPOT_BASELINE = ("per-request TPOT p99 only doubles (victims are the newest requests, mostly before their first "
-                 "token), so against the contaminated 1h baseline the ratio never reaches 2; " + BASELINE)
-KNOWN = {
-    ("preemption-annotation", "tensorrt-llm-serve"): PAUSED_GAUGE,
-    ("preemption-annotation", "tensorrt-llm-triton"): PAUSED_GAUGE,
-    ("divergence-annotation", "tensorrt-llm-serve"): TPOT_BASELINE,
-    **{("divergence-lasts", e): BASELINE for e in ENGINES},
-}
-
-
-def engines_for(check: str, engines=ENGINES):
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=KNOWN[(check, e)]))
-            if (check, e) in KNOWN else e for e in engines]
-
 
 @pytest.fixture(scope="session")
 def dashboards():
@@ -156,13 +135,13 @@ def assert_annotation_marks_collapse(result, w, name_part: str, engine: str):
     assert not [r for r in regions if r[0] != PRIMARY], f"{name_part} on a model that did not collapse: {regions}"
 
 
-@pytest.mark.parametrize("engine", engines_for("divergence-annotation"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_divergence_annotation_covers_collapse(evaluated, prometheus_scenarios, engine):
     w = prometheus_scenarios[1]["kv-collapse"]
     assert_annotation_marks_collapse(evaluated(engine, "kv-collapse"), w, "Divergence", engine)
 
 
-@pytest.mark.parametrize("engine", engines_for("divergence-lasts"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_divergence_annotation_lasts_through_collapse(evaluated, prometheus_scenarios, engine):
     """Once the prompts stop growing the collapse goes on; the region should too (most of it)."""
     w = prometheus_scenarios[1]["kv-collapse"]
@@ -183,7 +162,7 @@ def test_divergence_annotation_absent_without_collapse(evaluated, engine, scenar
 PREEMPTION_ENGINES = [e for e in ENGINES if load_engine(e).has("preemptions")]
 
 
-@pytest.mark.parametrize("engine", engines_for("preemption-annotation", PREEMPTION_ENGINES))
+@pytest.mark.parametrize("engine", PREEMPTION_ENGINES)
 def test_preemption_annotation_marks_collapse(evaluated, prometheus_scenarios, engine):
     w = prometheus_scenarios[1]["kv-collapse"]
     assert_annotation_marks_collapse(evaluated(engine, "kv-collapse"), w, "Preemption", engine)
