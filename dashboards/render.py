@@ -22,7 +22,7 @@ COLUMNS = 24
 UNIT_HEIGHT_IN = 0.42          # one grid row, in inches
 WIDTH_IN = 20.0
 REGION_COLOURS = {"Divergence": "#e02f44", "Preemption": "#ff9830"}
-REGION_ALPHA = {"Divergence": 0.35, "Preemption": 0.12}
+REGION_ALPHA = {"Divergence": 0.25, "Preemption": 0.12}
 _LEGEND_VAR = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
