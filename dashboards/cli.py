@@ -15,6 +15,7 @@ from dashboards import bench
 from dashboards import build as builder
 from dashboards.cli_publish import provision_command, publish_command
 from dashboards.cli_review import diff_command, layout_command
+from dashboards.cli_sim import demo_command, simulate_command
 from dashboards.config import load_config
 from engines.catalog import ROLES, load_all, load_engine
 from engines.errors import LlmdashError
@@ -91,6 +92,8 @@ def engines() -> None:
         click.echo(f"{name} ({spec.title}, {spec.versions}): {offered}")
 
 
+cli.add_command(simulate_command)
+cli.add_command(demo_command)
 cli.add_command(publish_command)
 cli.add_command(provision_command)
 cli.add_command(diff_command)
