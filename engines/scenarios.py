@@ -228,6 +228,31 @@ def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
         t += interval
 
 
+class _FirstPreemption(EngineMetrics):
+    """Listens to a simulation for its first preemption: the collapse's ground-truth onset."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def on_preempt(self, req, now) -> None:
+        if self.at is None:
+            self.at = now
+
+
+def first_preemption(scenario: Scenario, specs: dict[str, EngineSpec], seed: int) -> dict[str, float | None]:
+    """Engine -> when the simulation of the scenario's first model first preempted a request (the KV
+    budget exceeded), whether or not the engine exports it; None when it never did."""
+    onsets = {}
+    for inst in instances(scenario, specs, seed):
+        if inst.model is not scenario.models[0]:
+            continue
+        probe = _FirstPreemption()
+        inst.sim.rec = Fanout(list(inst.emitters.values()) + [probe])
+        inst.sim.run_until(scenario.duration_s)
+        onsets |= {engine: probe.at for engine in inst.specs}
+    return onsets
+
+
 def instance_label(engine: str, model: str) -> str:
     return f"{engine}-{model}:8000"
 
