@@ -92,7 +92,7 @@ def preemptions_high(sig: Signals, config: Config) -> dict | None:
     else:
         threshold, what = 0, f"up to {{{{ $value | humanize }}}} requests paused in the last {p.window}"
         limit = "any paused request"
-    high = f"{sig.preemption_pressure()} > {threshold:g}"
+    high = f"{sig.preemption_rate(window=p.window)} > {threshold:g}"
     side = sig.recompute_side()
     side_text = ""
     if side:

@@ -94,7 +94,8 @@ def preemption_tile(sig: Signals, config: Config):
             "*Divergence* annotation.", width=3)
     kind = sig.spec.signal("preemptions").sources[0].kind
     what = ("Requests preempted per second (KV blocks freed, work recomputed later)." if kind == "counter"
-            else "Requests paused (KV blocks freed, recomputed later) in the latest engine iteration.")
+            else "Most requests paused (KV blocks freed, recomputed later) in one engine iteration "
+                 "within the interval.")
     return builders.stat(
         PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
                                           "preemptions"),
@@ -158,7 +159,8 @@ def preemption_chart(sig: Signals, config: Config):
         return None
     kind = sig.spec.signal("preemptions").sources[0].kind
     what = ("Preemptions per second, per model." if kind == "counter" else
-            "Requests paused in the latest iteration, per model (a gauge: the engine keeps no count).")
+            "Most requests paused in one iteration within each interval, per model (the engine keeps no "
+            "count, only a gauge of its latest iteration, so the panel takes its maximum over the interval).")
     steps = preemption_steps(kind, config)
     return builders.timeseries(
         PREEMPTION_TITLES[kind], describe(

@@ -113,18 +113,13 @@ class Signals:
         return self._sources("preemptions")[0].kind == "counter"
 
     def preemption_rate(self, group=None, window=None) -> str:
-        """Preemptions/s from a counter, or the paused-requests gauge where that is all there is."""
+        """Preemptions/s from a counter; where the engine only has the paused-requests gauge, the most
+        requests it showed in the window (it holds the latest iteration only, so an instant sample
+        misses most pauses)."""
         if self.preemption_is_counter:
             return self.counter_rate("preemptions", group, window)
-        return self.gauge("preemptions", group)
-
-    def preemption_pressure(self, group=None) -> str:
-        """Preemption over the preemption window: the counter's rate, or the most requests the paused
-        gauge showed (it holds the latest iteration only, so a sample at one instant misses pauses)."""
-        window = self.config.preemption.window
-        if self.preemption_is_counter:
-            return self.preemption_rate(group, window)
         group = self.model if group is None else group
+        window = window or self.window
         return promql.first_of([promql.sum_by(group, f"max_over_time({self._select(s)}[{window}])")
                                 for s in self._sources("preemptions")])
 
@@ -226,4 +221,4 @@ class Signals:
 
     def preemption_active(self, group=None) -> str:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""
-        return promql.as_flag(f"{self.preemption_pressure(group)} > 0")
+        return promql.as_flag(f"{self.preemption_rate(group, self.config.preemption.window)} > 0")
