@@ -14,7 +14,7 @@ from dashboards.config import load_config
 from engines.catalog import load_engine
 from engines.errors import LlmdashError
 from engines.exposition import EMITTERS, live_text
-from engines.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, build, instances, write_openmetrics
+from engines.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, advance, build, instances, write_openmetrics
 
 
 def _config_path(ctx: click.Context) -> str | None:
@@ -70,15 +70,8 @@ def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
         nonlocal restarted
         t = (time.monotonic() - began) * speed
         with lock:
-            if not restarted and t >= scenario.restart_at_s:
-                restarted = True
-                for inst in insts:
-                    if inst.model is scenario.models[0]:
-                        inst.sim.run_until(scenario.restart_at_s)
-                        inst.sim.abort_all()
-                        inst.fresh_process()
+            restarted = advance(insts, scenario, t, restarted)
             for inst in insts:
-                inst.sim.run_until(t)
                 inst.emitters[engine].scrape(t)
             text = live_text([inst.emitters[engine] for inst in insts])
         if not scenario.scraped(t):

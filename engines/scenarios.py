@@ -201,6 +201,21 @@ def instances(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
     return out
 
 
+def advance(insts: list[Instance], scenario: Scenario, t: float, restarted: bool) -> bool:
+    """Run every instance to scenario time `t`; at the scenario's restart, the first model's process
+    loses its requests and starts with fresh counters. Returns whether the restart is behind us."""
+    if not restarted and t >= scenario.restart_at_s:
+        for inst in insts:
+            if inst.model is scenario.models[0]:
+                inst.sim.run_until(scenario.restart_at_s)
+                inst.sim.abort_all()
+                inst.fresh_process()
+        restarted = True
+    for inst in insts:
+        inst.sim.run_until(t)
+    return restarted
+
+
 def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
             interval: float = SCRAPE_INTERVAL_S,
             config: ServingConfig = ServingConfig()) -> Iterator[tuple[float, list[tuple[str, str, EngineMetrics]]]]:
@@ -209,15 +224,7 @@ def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
     restarted = scenario.restart_at_s is None
     t = interval
     while t <= scenario.duration_s + 1e-9:
-        if not restarted and t >= scenario.restart_at_s:
-            restarted = True
-            for inst in insts:
-                if inst.model is scenario.models[0]:
-                    inst.sim.run_until(scenario.restart_at_s)
-                    inst.sim.abort_all()
-                    inst.fresh_process()
-        for inst in insts:
-            inst.sim.run_until(t)
+        restarted = advance(insts, scenario, t, restarted)
         if scenario.scraped(t):
             batch = []
             for inst in insts:
