@@ -25,7 +25,7 @@ DEFAULT_CONFIG_FILE = "llmdash.yaml"
 
 @dataclass(frozen=True)
 class Levels:
-    """Where a value turns orange (warning) and red (critical); `higher_is_worse` reads the direction."""
+    """Where a value turns orange (warning) and red (critical)."""
 
     warning: float
     critical: float

@@ -16,17 +16,13 @@ TILE_HEIGHT = 4
 CHART_HEIGHT = 8
 
 
-def thresholds(levels: Levels | None, higher_is_worse: bool = True, base: str = "green") -> list[dict]:
-    """Grafana threshold steps; `higher_is_worse=False` turns low values red instead."""
+def thresholds(levels: Levels | None, base: str = "green") -> list[dict]:
+    """Grafana threshold steps: `base`, then orange at warning and red at critical."""
     if levels is None:
         return [{"color": base, "value": None}]
-    if higher_is_worse:
-        return [{"color": "green", "value": None},
-                {"color": "orange", "value": levels.warning},
-                {"color": "red", "value": levels.critical}]
-    return [{"color": "red", "value": None},
-            {"color": "orange", "value": levels.critical},
-            {"color": "green", "value": levels.warning}]
+    return [{"color": "green", "value": None},
+            {"color": "orange", "value": levels.warning},
+            {"color": "red", "value": levels.critical}]
 
 
 def targets(queries: list[tuple[str, str]]) -> list[core.Target]:

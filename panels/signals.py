@@ -23,25 +23,18 @@ ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it fo
 
 @dataclass(frozen=True)
 class SignalInfo:
-    """What a signal means, how it is shown, and which way is bad."""
+    """What a signal is called and how it is shown, wherever it appears."""
 
     title: str
     unit: str  # Grafana unit id
     meaning: str
-    higher_is_worse: bool = True
 
 
 INFO = {
-    "throughput": SignalInfo("Output tokens/s", "suffix: tok/s", "generated tokens per second",
-                             higher_is_worse=False),
-    "requests": SignalInfo("Requests/s", "reqps", "finished requests per second", higher_is_worse=False),
+    "throughput": SignalInfo("Output tokens/s", "suffix: tok/s", "generated tokens per second"),
     "ttft": SignalInfo("TTFT p99", "s", "time to first token"),
     "itl": SignalInfo("ITL p99", "s", "inter-token latency"),
     "tpot": SignalInfo("TPOT p99", "s", "time per output token of a whole request"),
-    "preemptions": SignalInfo("Preemptions/s", "short", "requests preempted per second"),
-    "kv_usage": SignalInfo("KV-cache usage", "percentunit", "share of KV-cache blocks in use"),
-    "waiting": SignalInfo("Waiting requests", "short", "requests queued for the engine"),
-    "running": SignalInfo("Running requests", "short", "requests in the running batch"),
 }
 
 
