@@ -424,12 +424,17 @@ def _keyed(items: Iterable, fields: tuple[str, ...]) -> dict[str, dict]:
         if not isinstance(item, dict):
             item = {"value": item}
         name = next((str(item[f]) for f in fields if item.get(f) not in (None, "")), f"#{position + 1}")
-        key, n = name, 1
-        while key in keyed:
-            n += 1
-            key = f"{name} #{n}"
-        keyed[key] = item
+        keyed[_unique_key(keyed, name)] = item
     return keyed
+
+
+def _unique_key(taken: dict, name: str) -> str:
+    """`name`, or `name #2`, `name #3`… when an earlier entry already has it."""
+    key, n = name, 1
+    while key in taken:
+        n += 1
+        key = f"{name} #{n}"
+    return key
 
 
 def _setting_changes(where: str, old: Any, new: Any, kind: str = "setting", path: str = "") -> list[Change]:
@@ -533,11 +538,7 @@ def _index_rules(rule_file: dict | None) -> dict[str, dict]:
         if counts[label] > 1:
             severity = (rule.get("labels") or {}).get("severity")
             label = f"{label} [severity={severity}]" if severity else label
-        key, n = label, 1
-        while key in indexed:
-            n += 1
-            key = f"{label} #{n}"
-        indexed[key] = rule
+        indexed[_unique_key(indexed, label)] = rule
     return indexed
 
 
