@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build clean
 
 help:
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
@@ -13,6 +13,7 @@ help:
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
+	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
 
 install: $(VENV)/.installed
 
@@ -53,6 +54,9 @@ layout: install
 
 bench-detect: install
 	$(LLMDASH) bench-detect --out out/bench-detect.md
+
+bench-build: install
+	$(BIN)/python -m llmdash.lab.bench_build
 
 clean:
 	rm -rf out .pytest_cache

@@ -1,22 +1,21 @@
 """One dashboard per engine: rows of panels chosen by what the engine's spec offers.
 
 Composition only: which panels go in which row, in what order. PromQL comes from
-`panels.signals`, panel shape from `panels.library`; positions are computed here and the
-result goes through `dashboards.postprocess` to become what current Grafana stores.
+`llmdash.panels.signals`, panel shape from `llmdash.panels.library`; positions are computed here and the
+result goes through `llmdash.dashboards.postprocess` to become what current Grafana stores.
 """
 
 from __future__ import annotations
 
 from grafanalib import core
 
-from dashboards import postprocess
-from dashboards.config import Config
-from engines.catalog import EngineSpec
-from panels import library
-from panels.builders import DATASOURCE
-from panels import promql
-from panels.promql import Matcher
-from panels.signals import ENGINE_LABEL, INFO, Signals
+from llmdash.dashboards import postprocess
+from llmdash.engines.catalog import EngineSpec
+from llmdash.panels import library
+from llmdash.panels.builders import DATASOURCE
+from llmdash.panels import promql
+from llmdash.panels.promql import Matcher
+from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
 
 RATE_INTERVAL = "$__rate_interval"
 
@@ -43,7 +42,7 @@ def dashboard_uid(engine: str) -> str:
     return f"llmdash-{engine}"
 
 
-def build_dashboard(spec: EngineSpec, config: Config) -> dict:
+def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
     panel_signals = Signals(spec, config, scope, RATE_INTERVAL)
     panels = []
@@ -72,7 +71,7 @@ def build_dashboard(spec: EngineSpec, config: Config) -> dict:
     return postprocess.to_grafana(dashboard, variables(spec, config), annotations(annotation_signals, config))
 
 
-def dashboard_scope(spec: EngineSpec, config: Config) -> tuple[Matcher, ...]:
+def dashboard_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
     """Config selectors (exact) plus the dashboard's variables (regex, All = .*)."""
     fixed = tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
     variable = tuple(Matcher(label, "=~", f"${label}") for label in config.label_variables)
@@ -110,7 +109,7 @@ def layout(panels: list) -> list:
     return panels
 
 
-def variables(spec: EngineSpec, config: Config) -> list[dict]:
+def variables(spec: EngineSpec, config) -> list[dict]:
     """datasource, the config's label variables, model_name and instance; multi-valued, All by default."""
     anchor = spec.signal("running").sources[0]
     fixed = ", ".join(Matcher(k, "=", v).render() for k, v in sorted(config.selectors.items()))
@@ -135,7 +134,7 @@ def variables(spec: EngineSpec, config: Config) -> list[dict]:
     return result
 
 
-def annotations(sig: Signals, config: Config) -> list[dict]:
+def annotations(sig: Signals, config) -> list[dict]:
     """Prometheus-query annotations in Grafana's stored form: Preemption (where measurable), firing
     llmdash alerts, and Divergence."""
     model = "{{" + sig.spec.model_label + "}}"

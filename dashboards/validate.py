@@ -13,7 +13,7 @@ import re
 
 import promql_parser as pp
 
-from engines.catalog import HISTOGRAM_PARTS, EngineSpec
+from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}

@@ -9,6 +9,7 @@ the file and the key.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from pathlib import Path
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
+
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CATALOG_DIR = Path(__file__).resolve().parent
 CATALOG_DIR_ENV = "LLMDASH_CATALOG_DIR"  # to try catalogs kept outside the tree
@@ -195,8 +198,18 @@ def load_all(directory: Path | None = None) -> dict[str, EngineSpec]:
 
 
 def load_catalog(path: Path) -> EngineSpec:
+    """The spec in `path`, parsed once per process (per file version) with the C YAML loader."""
     try:
-        data = yaml.safe_load(path.read_text())
+        stat = path.stat()
+    except OSError as exc:
+        raise LlmdashError(f"{path}: cannot read ({exc.strerror})") from None
+    return _load_catalog(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_catalog(path: Path, _mtime_ns: int, _size: int) -> EngineSpec:
+    try:
+        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

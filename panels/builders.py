@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from grafanalib import core
 
-from dashboards.config import Levels
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 TILE_HEIGHT = 4
 CHART_HEIGHT = 8
 
 
-def thresholds(levels: Levels | None, base: str = "green") -> list[dict]:
+def thresholds(levels, base: str = "green") -> list[dict]:
     """Grafana threshold steps: `base`, then orange at warning and red at critical."""
     if levels is None:
         return [{"color": base, "value": None}]

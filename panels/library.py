@@ -5,9 +5,8 @@ engine offers is read from its spec's roles, and engine-specific caveats from it
 
 from __future__ import annotations
 
-from dashboards.config import Config
-from panels import builders
-from panels.signals import INFO, Signals
+from llmdash.panels import builders
+from llmdash.panels.signals import INFO, Signals
 
 PREEMPTION_TITLES = {"counter": "Preemptions/s", "gauge": "Paused requests"}
 DIVERGENCE_TITLE = "Latency vs throughput divergence"
@@ -33,7 +32,7 @@ def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
     return " ".join(part for part in (what, why, notes, metrics_used(sig, *roles)) if part)
 
 
-def preemption_steps(kind: str, config: Config) -> list[dict]:
+def preemption_steps(kind: str, config) -> list[dict]:
     """Counters: the configured rate levels; the paused gauge: red from the first paused request."""
     if kind == "counter":
         return builders.thresholds(config.thresholds.preemptions_per_second)
@@ -46,7 +45,7 @@ def _model_legend(sig: Signals, suffix: str = "") -> str:
 
 # ---- on-call tiles ---------------------------------------------------------------------------
 
-def throughput_tile(sig: Signals, config: Config):
+def throughput_tile(sig: Signals, config):
     return builders.stat(
         "Output tok/s", describe(
             sig, "Generated tokens per second across the selected models and instances.",
@@ -56,7 +55,7 @@ def throughput_tile(sig: Signals, config: Config):
         builders.thresholds(None, base="blue"), width=4)
 
 
-def requests_tile(sig: Signals, config: Config):
+def requests_tile(sig: Signals, config):
     return builders.stat(
         "Requests/s", describe(sig, "Finished requests per second.",
                                "Like throughput, it does not drop when requests are being preempted.", "requests"),
@@ -64,7 +63,7 @@ def requests_tile(sig: Signals, config: Config):
 
 
 def latency_tile(role: str, levels_name: str):
-    def tile(sig: Signals, config: Config):
+    def tile(sig: Signals, config):
         if not sig.spec.has(role):
             return None
         info = INFO[role]
@@ -78,13 +77,13 @@ def latency_tile(role: str, levels_name: str):
     return tile
 
 
-def token_latency_tile(sig: Signals, config: Config):
+def token_latency_tile(sig: Signals, config):
     """ITL p99 where the engine has it, else per-request TPOT p99."""
     role = sig.token_latency_role
     return latency_tile(role, "itl_p99_seconds")(sig, config) if role else None
 
 
-def preemption_tile(sig: Signals, config: Config):
+def preemption_tile(sig: Signals, config):
     if not sig.spec.has("preemptions"):
         return builders.text(
             "Preemptions", describe(sig, "This engine exports no preemption metric.",
@@ -103,14 +102,14 @@ def preemption_tile(sig: Signals, config: Config):
         width=3, decimals=2)
 
 
-def kv_usage_tile(sig: Signals, config: Config):
+def kv_usage_tile(sig: Signals, config):
     return builders.stat(
         "KV-cache usage", describe(sig, "KV-cache usage of the fullest selected instance.",
                                    "Near 100 % the scheduler must preempt or stop admitting work.", "kv_usage"),
         [(sig.kv_usage(group=()), "max")], "percentunit", builders.thresholds(config.thresholds.kv_usage), width=3)
 
 
-def waiting_tile(sig: Signals, config: Config):
+def waiting_tile(sig: Signals, config):
     return builders.stat(
         "Waiting requests", describe(sig, "Requests queued for the engine.",
                                      "Preempted requests go back to this queue, so it grows during a collapse.",
@@ -121,7 +120,7 @@ def waiting_tile(sig: Signals, config: Config):
 
 # ---- throughput vs latency -------------------------------------------------------------------
 
-def throughput_chart(sig: Signals, config: Config):
+def throughput_chart(sig: Signals, config):
     return builders.timeseries(
         INFO["throughput"].title, describe(
             sig, "Generated tokens per second, per model.",
@@ -131,7 +130,7 @@ def throughput_chart(sig: Signals, config: Config):
 
 
 def latency_chart(role: str, levels_name: str | None, width: int = 8):
-    def chart(sig: Signals, config: Config):
+    def chart(sig: Signals, config):
         if not sig.spec.has(role):
             return None
         info = INFO[role]
@@ -146,7 +145,7 @@ def latency_chart(role: str, levels_name: str | None, width: int = 8):
     return chart
 
 
-def token_latency_chart(sig: Signals, config: Config):
+def token_latency_chart(sig: Signals, config):
     """ITL p99 where the engine has it, else per-request TPOT p99: the finer latency beside throughput."""
     role = sig.token_latency_role
     return latency_chart(role, "itl_p99_seconds")(sig, config) if role else None
@@ -154,7 +153,7 @@ def token_latency_chart(sig: Signals, config: Config):
 
 # ---- preemption row --------------------------------------------------------------------------
 
-def preemption_chart(sig: Signals, config: Config):
+def preemption_chart(sig: Signals, config):
     if not sig.spec.has("preemptions"):
         return None
     kind = sig.spec.signal("preemptions").sources[0].kind
@@ -169,7 +168,7 @@ def preemption_chart(sig: Signals, config: Config):
         [(sig.preemption_rate(), _model_legend(sig))], "short", steps)
 
 
-def preemptions_per_request_chart(sig: Signals, config: Config):
+def preemptions_per_request_chart(sig: Signals, config):
     if not sig.spec.has("preemptions_per_request"):
         return None
     return builders.timeseries(
@@ -181,7 +180,7 @@ def preemptions_per_request_chart(sig: Signals, config: Config):
         [(sig.preemptions_per_request(), _model_legend(sig))], "short")
 
 
-def retracted_tokens_chart(sig: Signals, config: Config):
+def retracted_tokens_chart(sig: Signals, config):
     if not (sig.spec.has("retracted_input_tokens") and sig.spec.has("retracted_output_tokens")):
         return None
     return builders.timeseries(
@@ -196,7 +195,7 @@ def retracted_tokens_chart(sig: Signals, config: Config):
          (sig.throughput(), _model_legend(sig, " output tok/s"))], INFO["throughput"].unit)
 
 
-def kv_usage_chart(sig: Signals, config: Config):
+def kv_usage_chart(sig: Signals, config):
     return builders.timeseries(
         "KV-cache usage", describe(
             sig, "KV-cache usage of the fullest instance, per model.",
@@ -205,7 +204,7 @@ def kv_usage_chart(sig: Signals, config: Config):
         soft_max=1)
 
 
-def divergence_chart(sig: Signals, config: Config):
+def divergence_chart(sig: Signals, config):
     d = config.divergence
     role = sig.latency_role
     return builders.timeseries(
@@ -227,13 +226,13 @@ ITL_VS_TPOT_WHY = ("A preemption stall is one long gap. ITL samples every gap, s
                    "request's tokens, so the same stall moves TPOT p99 by a fraction of it.")
 
 
-def itl_detail_chart(sig: Signals, config: Config):
+def itl_detail_chart(sig: Signals, config):
     if not (sig.spec.has("itl") and sig.spec.has("tpot")):
         return None
     return latency_chart("itl", "itl_p99_seconds", width=12)(sig, config)
 
 
-def tpot_detail_chart(sig: Signals, config: Config):
+def tpot_detail_chart(sig: Signals, config):
     if not (sig.spec.has("itl") and sig.spec.has("tpot")):
         return None
     panel = latency_chart("tpot", "itl_p99_seconds", width=12)(sig, config)
@@ -243,7 +242,7 @@ def tpot_detail_chart(sig: Signals, config: Config):
 
 # ---- queue and SLO ---------------------------------------------------------------------------
 
-def queue_chart(sig: Signals, config: Config):
+def queue_chart(sig: Signals, config):
     return builders.timeseries(
         "Running and waiting requests", describe(
             sig, "Requests in the running batch and in the queue, per model.",
@@ -254,7 +253,7 @@ def queue_chart(sig: Signals, config: Config):
 
 
 def slo_chart(role: str, target_name: str):
-    def chart(sig: Signals, config: Config):
+    def chart(sig: Signals, config):
         if not sig.spec.has(role):
             return None
         target = sig.slo_target(target_name)
@@ -272,6 +271,6 @@ def slo_chart(role: str, target_name: str):
     return chart
 
 
-def slo_latency_chart(sig: Signals, config: Config):
+def slo_latency_chart(sig: Signals, config):
     role = sig.token_latency_role
     return slo_chart(role, "itl_seconds")(sig, config) if role else None

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboards.config import Config
-from engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
-from engines.errors import LlmdashError
-from panels import promql
-from panels.promql import Matcher
+from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
+from llmdash.errors import LlmdashError
+from llmdash.panels import promql
+from llmdash.panels.promql import Matcher
 
 LATENCY_ROLES = ("itl", "tpot", "ttft")
 ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
@@ -41,7 +40,7 @@ INFO = {
 class Signals:
     """PromQL for one engine under one scope; `group` labels every result keeps (model by default)."""
 
-    def __init__(self, spec: EngineSpec, config: Config, scope: tuple[Matcher, ...], window: str,
+    def __init__(self, spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str,
                  recorded: dict[str, str] | None = None):
         self.spec = spec
         self.config = config

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
 
 
 @pytest.fixture(scope="session")
@@ -16,9 +16,9 @@ def prometheus_scenarios():
     One server for the whole session: simulating and backfilling all scenarios is the
     expensive part. A missing `prometheus` binary fails the tests with the install hint.
     """
-    from dashboards.promserver import PrometheusServer, load_scenarios
-    from engines.exposition import EMITTERS
-    from engines.scenarios import SCENARIOS
+    from llmdash.lab.promserver import PrometheusServer, load_scenarios
+    from llmdash.lab.exposition import EMITTERS
+    from llmdash.lab.scenarios import SCENARIOS
 
     started = time.monotonic()
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engines.catalog import EngineSpec, Source
+from llmdash.engines.catalog import EngineSpec, Source
 
 MINUTES = 180
 ONSET = 90  # minute of the scenario's event

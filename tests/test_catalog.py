@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
-from engines.errors import LlmdashError
+from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
+from llmdash.errors import LlmdashError
 
 ENGINES = ["lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engines.catalog import CATALOG_DIR
+from llmdash.engines.catalog import CATALOG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def llmdash(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "dashboards.cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "llmdash.cli.main", *args], cwd=cwd, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=120)
 
 

@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from dashboards.build import build_dashboards
-from dashboards.config import Config, Slo
-from dashboards.validate import BUILT_IN_SERIES, check_expr, expressions, validate_dashboard
-from engines.catalog import load_all
-from engines.errors import LlmdashError
+from llmdash.build import build_dashboards
+from llmdash.config import Config, Slo
+from llmdash.dashboards.validate import BUILT_IN_SERIES, check_expr, expressions, validate_dashboard
+from llmdash.engines.catalog import load_all
+from llmdash.errors import LlmdashError
 
 SPECS = load_all()
 DASHBOARDS = build_dashboards(Config())

@@ -4,10 +4,10 @@ never fire on a load ramp, an idle engine or a restart."""
 
 import pytest
 
-from dashboards import bench
-from dashboards.config import Config
-from dashboards.rules import DIVERGENCE, PREEMPTIONS_HIGH
-from engines.catalog import load_all
+from llmdash.lab import bench
+from llmdash.config import Config
+from llmdash.rules.generate import DIVERGENCE, PREEMPTIONS_HIGH
+from llmdash.engines.catalog import load_all
 
 pytestmark = pytest.mark.e2e
 

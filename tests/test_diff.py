@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards.diff import (
+from llmdash.review.diff import (
     BuildOutput,
     Change,
     diff_dashboard,
@@ -19,7 +19,7 @@ from dashboards.diff import (
     render_markdown,
     render_text,
 )
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
 
 ITL_EXPR = 'histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{model_name=~"$model_name"}[$__rate_interval])))'
 ITL_WHERE = 'row "Throughput vs latency" / panel "ITL p99"'
@@ -377,19 +377,30 @@ def test_no_change_renders_as_such():
 FAKE_BUILD = '''
 import json, pathlib, sys
 
-def main(prog_name=None):
-    """Stands in for a revision's `llmdash build --out DIR`: writes the models in model.json."""
+def main():
+    """Stands in for a revision's `llmdash build --out DIR`: writes the models in ./model.json."""
     args = sys.argv[1:]
-    if (pathlib.Path(__file__).parent.parent / "broken").exists():
+    if pathlib.Path("broken").exists():
         sys.exit("error: catalog engines/vllm.yaml: missing key 'series'")
     out = pathlib.Path(args[args.index("--out") + 1])
-    source = json.loads((pathlib.Path(__file__).parent.parent / "model.json").read_text())
+    source = json.loads(pathlib.Path("model.json").read_text())
     if "--config" in args:  # the config file holds a title, so a test can see it was used
         title = pathlib.Path(args[args.index("--config") + 1]).read_text().strip()
         source = {name: {**model, "title": title} for name, model in source.items()}
     (out / "dashboards").mkdir(parents=True)
     for name, model in source.items():
         (out / "dashboards" / f"{name}.json").write_text(json.dumps(model, sort_keys=True, indent=2) + "\\n")
+'''
+
+# Like llmdash's own pyproject: the command's package lives in a folder of another name.
+FAKE_PYPROJECT = '''
+[project]
+name = "llmdash"
+scripts = {llmdash = "fakellm.cli:main"}
+
+[tool.setuptools]
+packages = ["fakellm"]
+package-dir = {fakellm = "code"}
 '''
 
 
@@ -410,11 +421,12 @@ def _commit(repo, models, message, generated=None):
 
 @pytest.fixture
 def repo(tmp_path):
-    """A git repository whose two commits build a vLLM dashboard before and after an ITL query change."""
+    """A stand-in llmdash source repository whose two commits build a vLLM dashboard before and after an ITL query change."""
     root = tmp_path / "repo"
-    (root / "dashboards").mkdir(parents=True)
-    (root / "dashboards" / "__init__.py").write_text("")
-    (root / "dashboards" / "cli.py").write_text(FAKE_BUILD)
+    (root / "code").mkdir(parents=True)
+    (root / "code" / "__init__.py").write_text("")
+    (root / "code" / "cli.py").write_text(FAKE_BUILD)
+    (root / "pyproject.toml").write_text(FAKE_PYPROJECT)
     _git(root, "init", "-q", "-b", "main")
     before = _dashboard()
     _commit(root, {"vllm": before}, "first", generated={"vllm": before})
@@ -425,24 +437,24 @@ def repo(tmp_path):
 
 
 def test_two_revisions_are_built_with_their_own_code(repo, tmp_path):
-    from dashboards.cli_review import compare
+    from llmdash.cli.review import compare
     report, old_label, new_label = compare("HEAD~1", "HEAD", repo, tmp_path / "work")
-    assert (old_label, new_label) == ("HEAD~1", "HEAD")
+    assert (old_label, new_label) == ("HEAD~1 (config: defaults)", "HEAD (config: defaults)")
     assert report == {"vllm": [Change("expr", f"{ITL_WHERE} / query A", ITL_EXPR, ITL_EXPR.replace("0.99", "0.95"))]}
     assert compare("HEAD", "HEAD", repo, tmp_path / "same")[0] == {"vllm": []}
 
 
 def test_default_compares_committed_generated_with_working_tree(repo, tmp_path):
-    from dashboards.cli_review import compare
+    from llmdash.cli.review import compare
     report, old_label, new_label = compare(None, None, repo, tmp_path / "work")
-    assert (old_label, new_label) == ("generated/ at HEAD", "working tree")
+    assert (old_label, new_label) == ("generated/ at HEAD", "working tree (config: defaults)")
     assert [c.kind for c in report["vllm"]] == ["expr"]
 
 
 def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
     from click.testing import CliRunner
-    from dashboards import cli_review
-    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    from llmdash.cli import review as cli_review
+    monkeypatch.chdir(repo)
     runner = CliRunner()
     changed = runner.invoke(cli_review.diff_command, ["HEAD~1", "HEAD", "--format", "markdown"])
     assert changed.exit_code == 1, changed.output
@@ -454,19 +466,20 @@ def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
 
 def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     from click.testing import CliRunner
-    from dashboards import cli_review
+    from llmdash.cli import review as cli_review
     (repo / "broken").write_text("")
     _git(repo, "add", "broken")
     _git(repo, "commit", "-q", "-m", "break the catalog")
-    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    monkeypatch.chdir(repo)
     result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
     assert result.exit_code == 2
     assert result.output == "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n"
 
 
-def test_unknown_revision_is_one_line_exit_2():
+def test_unknown_revision_is_one_line_exit_2(repo, monkeypatch):
     from click.testing import CliRunner
-    from dashboards.cli_review import diff_command
+    from llmdash.cli.review import diff_command
+    monkeypatch.chdir(repo)
     result = CliRunner().invoke(diff_command, ["no-such-revision", "HEAD"])
     assert result.exit_code == 2
     assert result.output == "error: unknown git revision 'no-such-revision'\n"
@@ -474,17 +487,15 @@ def test_unknown_revision_is_one_line_exit_2():
 
 def test_revision_is_built_only_from_its_own_files(repo, tmp_path):
     """A revision without the build code must fail, not borrow the installed working tree's modules."""
-    from dashboards.cli_review import compare
-    _git(repo, "rm", "-q", "dashboards/cli.py")
+    from llmdash.cli.review import compare
+    _git(repo, "rm", "-q", "code/cli.py")
     _git(repo, "commit", "-q", "-m", "drop the build")
-    with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'dashboards.cli'$"):
+    with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'fakellm.cli'$"):
         compare("HEAD~1", "HEAD", repo, tmp_path / "work")
 
 
-def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
+def _group_with(command):
     import click
-    from click.testing import CliRunner
-    from dashboards import cli_review
 
     @click.group()
     @click.option("--config", "config_path")
@@ -492,8 +503,40 @@ def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     def llmdash(ctx, config_path):
         ctx.obj = {"config_path": config_path}
 
-    llmdash.add_command(cli_review.diff_command)
-    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    llmdash.add_command(command)
+    return llmdash
+
+
+def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from llmdash.cli import review as cli_review
+    llmdash = _group_with(cli_review.diff_command)
+    monkeypatch.chdir(repo)
+    (repo / "llmdash.yaml").write_text("vLLM on-call\n")  # untracked: the working tree's config only
+    untracked = CliRunner().invoke(llmdash, ["diff", "HEAD"])
+    assert untracked.exit_code == 1
+    assert untracked.output.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
+    assert "title: vLLM: throughput vs latency -> vLLM on-call" in untracked.output
+
+    config = tmp_path / "shared.yaml"
+    config.write_text("vLLM on-call\n")
+    both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD"])
+    assert both.exit_code == 0, both.output
+    assert both.output.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
+
+    _git(repo, "add", "llmdash.yaml")
+    _git(repo, "commit", "-q", "-m", "commit the config")
+    committed = CliRunner().invoke(llmdash, ["diff", "HEAD~1", "HEAD"])
+    assert committed.exit_code == 1
+    assert committed.output.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
+    assert "title: vLLM: throughput vs latency -> vLLM on-call" in committed.output
+
+
+def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from llmdash.cli import review as cli_review
+    llmdash = _group_with(cli_review.diff_command)
+    monkeypatch.chdir(repo)
     config = tmp_path / "llmdash.yaml"
     config.write_text("vLLM on-call\n")
     same = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD~1", "HEAD"])
@@ -530,10 +573,10 @@ def test_generated_dashboards_exist_for_the_test_above():
 
 def test_outside_a_git_checkout_the_files_on_disk_are_the_committed_side(repo, tmp_path):
     import shutil
-    from dashboards.cli_review import compare
+    from llmdash.cli.review import compare
     shutil.rmtree(repo / ".git")
     report, old_label, _ = compare(None, None, repo, tmp_path / "work")
     assert old_label == "generated/ on disk" and [c.kind for c in report["vllm"]] == ["expr"]
     shutil.rmtree(repo / "generated")
-    with pytest.raises(LlmdashError, match="needs a checkout of the llmdash repository"):
+    with pytest.raises(LlmdashError, match="is not in a git repository and has no generated/"):
         compare(None, None, repo, tmp_path / "again")

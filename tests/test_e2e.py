@@ -11,12 +11,12 @@ import statistics
 
 import pytest
 
-from dashboards.build import build_dashboards
-from dashboards.config import load_config
-from dashboards.evaluate import evaluate_dashboard
-from engines.catalog import load_engine
-from engines.exposition import EMITTERS
-from engines.scenarios import PRIMARY, SECONDARY
+from llmdash.build import build_dashboards
+from llmdash.config import load_config
+from llmdash.lab.evaluate import evaluate_dashboard
+from llmdash.engines.catalog import load_engine
+from llmdash.lab.exposition import EMITTERS
+from llmdash.lab.scenarios import PRIMARY, SECONDARY
 
 pytestmark = pytest.mark.e2e
 
@@ -181,10 +181,10 @@ def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
     import sys
     import time
 
-    from dashboards.promserver import PrometheusServer, free_port
+    from llmdash.lab.promserver import PrometheusServer, free_port
 
     port = free_port()
-    code = ("import sys; from dashboards.cli_sim import simulate_command; "
+    code = ("import sys; from llmdash.cli.lab import simulate_command; "
             f"simulate_command.main(['--engine', 'vllm', '--scenario', 'steady', '--serve', '{port}', "
             "'--speed', '60'], standalone_mode=True)")
     sim = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -209,8 +209,8 @@ def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
 # ---- the harness itself: variable substitution, Grafana's region merging, a missing binary ----------
 
 def test_grafana_variables_are_substituted_as_all():
-    from dashboards.evaluate import substitute, variable_values
-    from engines.errors import LlmdashError
+    from llmdash.lab.evaluate import substitute, variable_values
+    from llmdash.errors import LlmdashError
 
     dashboard = {"templating": {"list": [
         {"name": "datasource", "type": "datasource"},
@@ -225,7 +225,7 @@ def test_grafana_variables_are_substituted_as_all():
 
 
 def test_annotation_regions_merge_like_grafana():
-    from dashboards.evaluate import Series, to_regions
+    from llmdash.lab.evaluate import Series, to_regions
 
     flaps = Series({"model_name": "a"}, [(0, 1), (60, 1), (120, 1), (180, 0), (240, 1), (300, 0)])
     other = Series({"model_name": "b"}, [(60, 1), (180, 1)])
@@ -234,8 +234,8 @@ def test_annotation_regions_merge_like_grafana():
 
 
 def test_missing_prometheus_says_how_to_install_it(monkeypatch):
-    from dashboards import promserver
-    from engines.errors import LlmdashError
+    from llmdash.lab import promserver
+    from llmdash.errors import LlmdashError
 
     monkeypatch.setattr(promserver.shutil, "which", lambda name: None)
     monkeypatch.setattr(promserver.os, "access", lambda path, mode: False)

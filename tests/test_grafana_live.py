@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from dashboards.build import build_dashboards
-from dashboards.config import Config
-from dashboards.grafana import LegacyApi, resolve_connection
-from dashboards.publish import PublishOptions, publish
-from engines.errors import EXIT_DRIFT, EXIT_OK
+from llmdash.build import build_dashboards
+from llmdash.config import Config
+from llmdash.delivery.grafana import LegacyApi, resolve_connection
+from llmdash.delivery.publish import PublishOptions, publish
+from llmdash.errors import EXIT_DRIFT, EXIT_OK
 
 pytestmark = [
     pytest.mark.publish,

@@ -5,9 +5,9 @@ import struct
 import pytest
 from click.testing import CliRunner
 
-from dashboards import cli_review
-from dashboards.layout import changed_panels, render_layout
-from engines.errors import LlmdashError
+from llmdash.cli import review as cli_review
+from llmdash.review.layout import changed_panels, render_layout
+from llmdash.errors import LlmdashError
 from tests.test_diff import ITL_WHERE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
 
 
@@ -65,7 +65,7 @@ def test_unsupported_picture_format_writes_nothing(tmp_path):
 
 
 def test_layout_command_with_base_revision(repo, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    monkeypatch.chdir(repo)
     out = tmp_path / "pictures" / "vllm.png"
     result = CliRunner().invoke(cli_review.layout_command, ["vllm", "--out", str(out), "--base", "HEAD~1"])
     assert result.exit_code == 0, result.output
@@ -74,7 +74,7 @@ def test_layout_command_with_base_revision(repo, tmp_path, monkeypatch):  # noqa
 
 
 def test_layout_command_unknown_dashboard(repo, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(cli_review, "source_root", lambda: repo)
+    monkeypatch.chdir(repo)
     result = CliRunner().invoke(cli_review.layout_command, ["vlm", "--out", "x.png"])
     assert result.exit_code == 2
     assert result.output == "error: unknown dashboard 'vlm' (built: vllm)\n"

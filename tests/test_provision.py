@@ -9,11 +9,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dashboards.build import build_dashboards
-from dashboards.cli_publish import provision_command
-from dashboards.config import Config
-from dashboards.provision import write_provisioning
-from engines.errors import EXIT_OK, EXIT_USAGE, LlmdashError
+from llmdash.build import build_dashboards
+from llmdash.cli.delivery import provision_command
+from llmdash.config import Config
+from llmdash.delivery.provision import write_provisioning
+from llmdash.errors import EXIT_OK, EXIT_USAGE, LlmdashError
 
 pytestmark = pytest.mark.publish
 

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from dashboards.build import build_dashboards
-from dashboards.cli_publish import publish_command
-from dashboards.config import Config
-from dashboards.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
-from dashboards.publish import PublishOptions, content_hash, publish, stamp_of
-from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
+from llmdash.build import build_dashboards
+from llmdash.cli.delivery import publish_command
+from llmdash.config import Config
+from llmdash.delivery.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
+from llmdash.delivery.publish import PublishOptions, content_hash, publish, stamp_of
+from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 from tests.fake_grafana import FakeGrafana
 
 pytestmark = pytest.mark.publish

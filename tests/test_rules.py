@@ -7,10 +7,10 @@ import subprocess
 import pytest
 import yaml
 
-from dashboards.build import build_rule_files
-from dashboards.config import Config
-from dashboards.rules import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, render_rules
-from engines.catalog import load_all
+from llmdash.build import build_rule_files
+from llmdash.config import Config
+from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, render_rules
+from llmdash.engines.catalog import load_all
 from tests import rule_scenarios as sc
 
 SPECS = load_all()

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from engines.catalog import load_all, load_engine
-from engines.errors import LlmdashError
-from engines.exposition import EMITTERS, Histogram
-from engines.scenarios import PRIMARY, Traffic, build, scrapes, write_openmetrics
-from engines.simulator import RECOMPUTE, RETRACT, Load, ServingConfig, ServingSimulator
+from llmdash.engines.catalog import load_all, load_engine
+from llmdash.errors import LlmdashError
+from llmdash.lab.exposition import EMITTERS, Histogram
+from llmdash.lab.scenarios import PRIMARY, Traffic, build, scrapes, write_openmetrics
+from llmdash.lab.simulator import RECOMPUTE, RETRACT, Load, ServingConfig, ServingSimulator
 
 SHORT = Traffic(steady_min=3, after_min=3, ramp_min=1)
 TIGHT = ServingConfig(kv_blocks=400)        # 6,400 tokens: preempts under the load below
@@ -214,7 +214,7 @@ def test_unknown_scenario_and_engine_are_usage_errors():
 def test_simulate_writes_a_complete_backfill_file(tmp_path):
     from click.testing import CliRunner
 
-    from dashboards.cli_sim import simulate_command
+    from llmdash.cli.lab import simulate_command
 
     out = tmp_path / "kv.om"
     result = CliRunner().invoke(simulate_command, ["--engine", "lmdeploy", "--scenario", "idle", "--out", str(out)])
@@ -228,7 +228,7 @@ def test_simulate_writes_a_complete_backfill_file(tmp_path):
 def test_simulate_needs_exactly_one_output(args):
     from click.testing import CliRunner
 
-    from dashboards.cli_sim import simulate_command
+    from llmdash.cli.lab import simulate_command
 
     result = CliRunner().invoke(simulate_command, ["--engine", "vllm", "--scenario", "steady"] + args)
     assert isinstance(result.exception, LlmdashError)

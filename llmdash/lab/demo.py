@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from dashboards.build import build_dashboards
-from dashboards.evaluate import DashboardResult, evaluate_dashboard
-from dashboards.promserver import PrometheusServer, load_scenarios
-from dashboards.render import render_dashboard
-from engines.catalog import load_engine
-from engines.errors import LlmdashError
-from engines.exposition import EMITTERS
-from engines.scenarios import PRIMARY
+from llmdash.build import build_dashboards
+from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard
+from llmdash.lab.promserver import PrometheusServer, load_scenarios
+from llmdash.lab.render import render_dashboard
+from llmdash.engines.catalog import load_engine
+from llmdash.errors import LlmdashError
+from llmdash.lab.exposition import EMITTERS
+from llmdash.lab.scenarios import PRIMARY
 
 SCENARIO = "kv-collapse"
 SHOWN_BEFORE_ONSET_S = 45 * 60

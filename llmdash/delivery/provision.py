@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from dashboards.publish import check_all
-from engines.errors import EXIT_USAGE, LlmdashError
+from llmdash.delivery.publish import check_all
+from llmdash.errors import EXIT_USAGE, LlmdashError
 
 DEFAULT_GRAFANA_PATH = "/var/lib/grafana/dashboards/llmdash"
 PROVIDER_FILE = Path("provisioning/dashboards/llmdash.yaml")

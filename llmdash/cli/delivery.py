@@ -11,12 +11,12 @@ import sys
 
 import click
 
-from dashboards.build import build_dashboards
-from dashboards.config import load_config
-from dashboards.grafana import LegacyApi, resolve_connection
-from dashboards.provision import DEFAULT_GRAFANA_PATH, write_provisioning
-from dashboards.publish import PublishOptions, git_revision, publish
-from engines.errors import LlmdashError
+from llmdash.build import build_dashboards
+from llmdash.config import load_config
+from llmdash.delivery.grafana import LegacyApi, resolve_connection
+from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
+from llmdash.delivery.publish import PublishOptions, git_revision, publish
+from llmdash.errors import LlmdashError
 
 
 def _selected(config, names: tuple[str, ...]) -> dict[str, dict]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
 
 SCRAPE_INTERVAL_S = 15.0       # the Prometheus data source's scrape interval setting
 _VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)(?::\w+)?\]\]|\$(\w+)")

@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from dashboards.diff import diff_dashboard, normalise, render_text
-from dashboards.grafana import GrafanaBackend, Refused, RemoteDashboard
-from dashboards.validate import validate_dashboard
-from engines.catalog import load_engine
-from engines.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
+from llmdash.review.diff import diff_dashboard, normalise, render_text
+from llmdash.delivery.grafana import GrafanaBackend, Refused, RemoteDashboard
+from llmdash.dashboards.validate import validate_dashboard
+from llmdash.engines.catalog import load_engine
+from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
 
 STAMP_PREFIX = "llmdash-sha:"
 FOLDER_UID = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
 SERVER_OWNED_KEYS = ("id", "version", "iteration")

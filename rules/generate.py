@@ -2,7 +2,7 @@
 preemption (or on the latency/throughput divergence where an engine cannot count preemptions),
 never on throughput.
 
-Expressions come from `panels.signals`, the same functions the dashboards and annotations use.
+Expressions come from `llmdash.panels.signals`, the same functions the dashboards and annotations use.
 Alerts are composed from recorded leaves: `Signals(recorded=...)` swaps each raw leaf expression
 (for example the 5m output-token rate per model) for the series its recording rule writes, so the
 alert and the annotation are the same composition over the same leaves.
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import yaml
 
-from dashboards.config import Config
-from engines.catalog import EngineSpec
-from panels.promql import Matcher
-from panels.signals import ENGINE_LABEL, INFO, Signals
+from llmdash.engines.catalog import EngineSpec
+from llmdash.panels.promql import Matcher
+from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
 
 PREEMPTIONS_HIGH = "LLMServingPreemptionsHigh"
 DIVERGENCE = "LLMServingLatencyThroughputDivergence"
@@ -25,12 +24,12 @@ ALERT_NAMES = (PREEMPTIONS_HIGH, DIVERGENCE, TTFT_HIGH, ITL_HIGH)
 MODEL_LABEL = "model_name"
 
 
-def rule_scope(config: Config) -> tuple[Matcher, ...]:
+def rule_scope(config) -> tuple[Matcher, ...]:
     """Config selectors only: with the defaults, rules select series by metric name alone."""
     return tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
 
 
-def recording_rules(spec: EngineSpec, config: Config) -> list[tuple[str, str]]:
+def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     """(record name, raw expression) for the leaves that panels, annotations and alerts share."""
     raw = Signals(spec, config, rule_scope(config), config.divergence.window)
     level = spec.model_label
@@ -44,7 +43,7 @@ def recording_rules(spec: EngineSpec, config: Config) -> list[tuple[str, str]]:
     return records
 
 
-def build_rules(spec: EngineSpec, config: Config) -> dict:
+def build_rules(spec: EngineSpec, config) -> dict:
     records = recording_rules(spec, config)
     sig = Signals(spec, config, rule_scope(config), config.divergence.window, recorded={e: n for n, e in records})
     rules: list[dict] = [{"record": name, "expr": expr, "labels": {ENGINE_LABEL: spec.id}} for name, expr in records]
@@ -66,7 +65,7 @@ def _with_model_name(spec: EngineSpec, expr: str) -> str:
     return f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{spec.model_label}", "(.*)")'
 
 
-def _alert(sig: Signals, config: Config, name: str, expr: str, duration: str, severity: str,
+def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: str,
            summary: str, description: str) -> dict:
     return {
         "alert": name,
@@ -81,7 +80,7 @@ def _alert(sig: Signals, config: Config, name: str, expr: str, duration: str, se
     }
 
 
-def preemptions_high(sig: Signals, config: Config) -> dict | None:
+def preemptions_high(sig: Signals, config) -> dict | None:
     if not sig.spec.has("preemptions"):
         return None
     p = config.preemption
@@ -109,7 +108,7 @@ def preemptions_high(sig: Signals, config: Config) -> dict | None:
         f"looks normal.{side_text} {sig.spec.note('preemptions')}".strip())
 
 
-def divergence(sig: Signals, config: Config) -> dict:
+def divergence(sig: Signals, config) -> dict:
     d = config.divergence
     latency = INFO[sig.latency_role].title
     return _alert(
@@ -123,7 +122,7 @@ def divergence(sig: Signals, config: Config) -> dict:
            "the only direct alert for it."))
 
 
-def latency_high(sig: Signals, config: Config, which: str) -> dict | None:
+def latency_high(sig: Signals, config, which: str) -> dict | None:
     if which == "ttft":
         role, name, levels = "ttft", TTFT_HIGH, config.thresholds.ttft_p99_seconds
     else:

@@ -23,10 +23,10 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from engines.catalog import EngineSpec
-from engines.errors import LlmdashError
-from engines.exposition import EMITTERS, EngineMetrics, Fanout
-from engines.simulator import Load, ServingConfig, ServingSimulator
+from llmdash.engines.catalog import EngineSpec
+from llmdash.errors import LlmdashError
+from llmdash.lab.exposition import EMITTERS, EngineMetrics, Fanout
+from llmdash.lab.simulator import Load, ServingConfig, ServingSimulator
 
 SCRAPE_INTERVAL_S = 15.0
 JOB = "llmdash-sim"

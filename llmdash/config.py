@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from engines.catalog import available_engines
-from engines.errors import LlmdashError
+from llmdash.engines.catalog import available_engines
+from llmdash.errors import LlmdashError
 
 DURATION = re.compile(r"^[0-9]+[smhd]$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

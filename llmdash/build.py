@@ -12,12 +12,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from dashboards.assemble import build_dashboard
-from dashboards.config import Config
-from dashboards.rules import build_rules, render_rules
-from dashboards.validate import validate_dashboard, validate_rules
-from engines.catalog import load_engine
-from engines.errors import EXIT_DRIFT, LlmdashError
+from llmdash.dashboards.assemble import build_dashboard
+from llmdash.config import Config
+from llmdash.rules.generate import build_rules, render_rules
+from llmdash.dashboards.validate import validate_dashboard, validate_rules
+from llmdash.engines.catalog import load_engine
+from llmdash.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
 MANAGED = {"dashboards": ".json", "rules": ".rules.yaml"}  # subdirectory -> suffix of the files a build owns

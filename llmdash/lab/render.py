@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from dashboards.evaluate import DashboardResult, PanelResult, Region  # noqa: E402
+from llmdash.lab.evaluate import DashboardResult, PanelResult, Region  # noqa: E402
 
 COLUMNS = 24
 UNIT_HEIGHT_IN = 0.42          # one grid row, in inches

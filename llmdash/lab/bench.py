@@ -21,12 +21,12 @@ from pathlib import Path
 
 import yaml
 
-from dashboards.config import Config
-from dashboards.rules import ALERT_NAMES, build_rules, rule_scope
-from engines import scenarios
-from engines.catalog import EngineSpec, load_engine
-from engines.errors import EXIT_REMOTE, LlmdashError
-from panels.signals import ENGINE_LABEL, Signals
+from llmdash.config import Config
+from llmdash.rules.generate import ALERT_NAMES, build_rules, rule_scope
+from llmdash.lab import scenarios
+from llmdash.engines.catalog import EngineSpec, load_engine
+from llmdash.errors import EXIT_REMOTE, LlmdashError
+from llmdash.panels.signals import ENGINE_LABEL, Signals
 
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"

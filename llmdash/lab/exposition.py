@@ -19,8 +19,8 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable
 
-from engines.catalog import EngineSpec, Metric
-from engines.simulator import RECOMPUTE, RETRACT, EngineState, Request
+from llmdash.engines.catalog import EngineSpec, Metric
+from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
 SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
 FINISH_REASONS = {

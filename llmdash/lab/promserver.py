@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from engines.errors import LlmdashError
+from llmdash.errors import LlmdashError
 
 INSTALL_HINT = ("install it with `apt-get install prometheus` (Debian/Ubuntu; it brings promtool), "
                 "or put the prometheus and promtool binaries on PATH")
@@ -175,8 +175,8 @@ class ScenarioWindow:
 
 def _write_scenario(job: tuple[str, int, float, str, tuple[str, ...]]) -> tuple[str, int]:
     """Worker: one scenario to one OpenMetrics file (runs in a child process)."""
-    from engines.catalog import load_engine
-    from engines.scenarios import build, write_openmetrics
+    from llmdash.engines.catalog import load_engine
+    from llmdash.lab.scenarios import build, write_openmetrics
 
     name, seed, start, path, engines = job
     specs = {engine: load_engine(engine) for engine in engines}
@@ -188,7 +188,7 @@ def _write_scenario(job: tuple[str, int, float, str, tuple[str, ...]]) -> tuple[
 
 def plan_windows(names: list[str], now: float | None = None) -> dict[str, ScenarioWindow]:
     """Disjoint, hour-aligned windows ending at least an hour before `now`."""
-    from engines.scenarios import build
+    from llmdash.lab.scenarios import build
 
     now = time.time() if now is None else now
     scenarios = [build(name) for name in names]

@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (backend must be chosen first)
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from dashboards.diff import Change, diff_dashboard, place_panels, split_where  # noqa: E402
-from engines.errors import LlmdashError  # noqa: E402
+from llmdash.review.diff import Change, diff_dashboard, place_panels, split_where  # noqa: E402
+from llmdash.errors import LlmdashError  # noqa: E402
 
 GRID_COLUMNS = 24
 # Grafana's grid cell is 30 px high and a column about 1/24 of ~1900 px: keep that aspect.

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from engines.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
+from llmdash.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 
 # ---------------------------------------------------------------- connection
 

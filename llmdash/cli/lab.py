@@ -10,11 +10,12 @@ from pathlib import Path
 
 import click
 
-from dashboards.config import load_config
-from engines.catalog import load_engine
-from engines.errors import LlmdashError
-from engines.exposition import EMITTERS, live_text
-from engines.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, advance, build, instances, write_openmetrics
+from llmdash.config import load_config
+from llmdash.lab import bench
+from llmdash.engines.catalog import load_engine
+from llmdash.errors import LlmdashError
+from llmdash.lab.exposition import EMITTERS, live_text
+from llmdash.lab.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, advance, build, instances, write_openmetrics
 
 
 def _config_path(ctx: click.Context) -> str | None:
@@ -116,7 +117,29 @@ def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
 @click.pass_context
 def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
     """Build, simulate a KV-cache collapse on a local Prometheus, draw every dashboard to OUT/."""
-    from dashboards.demo import run_demo   # matplotlib only when drawing
+    from llmdash.lab.demo import run_demo   # matplotlib only when drawing
 
     paths = run_demo(load_config(_config_path(ctx)), out, seed, progress=lambda m: click.echo(m, err=True))
     click.echo(f"\n{len(paths)} dashboards drawn: " + " ".join(str(p) for p in paths))
+
+
+@click.command("bench-detect")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-detect.md"),
+              show_default=True, help="Where to write the table (markdown).")
+@click.option("--engine", "engine_ids", multiple=True, help="Only these engines (default: the config's).")
+@click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(bench.SCENARIOS),
+              help="Only these scenarios (default: all).")
+@click.option("--seed", default=1, show_default=True, help="Simulator seed.")
+@click.pass_context
+def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_names, seed: int) -> None:
+    """Detection delay and false firings of the alerts vs naive baselines, on simulated scenarios."""
+    config = load_config(_config_path(ctx))
+    for engine in engine_ids:
+        load_engine(engine)
+    engine_ids = tuple(engine_ids) or config.engine_ids
+    outcomes = bench.run(engine_ids, config, seed, tuple(scenario_names) or bench.SCENARIOS,
+                         progress=lambda message: click.echo(message, err=True))
+    text = bench.table(outcomes, engine_ids)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    click.echo(text + f"\nwritten to {out}")

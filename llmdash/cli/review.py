@@ -1,0 +1,118 @@
+"""`llmdash diff` and `llmdash layout`: review a dashboard change without reading raw JSON.
+
+Both work in the repository and directory they are run from; `llmdash.review.sides` says
+which tree, code and config each side is built with.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from llmdash.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
+from llmdash.review import sides
+from llmdash.review.diff import diff_outputs, render_markdown, render_text
+
+
+def compare(base: str | None, head: str | None, project: Path, workdir: Path,
+            config_path: Path | None = None) -> tuple[dict, str, str]:
+    """Changes per dashboard between the two sides `llmdash diff [BASE] [HEAD]` names, with their labels."""
+    ws = sides.workspace(project)
+    old = sides.committed(ws, workdir) if base is None else sides.revision(ws, base, workdir, config_path)
+    new = sides.working_tree(ws, workdir, config_path) if head is None else sides.revision(ws, head, workdir, config_path)
+    return diff_outputs(old.output, new.output), old.label, new.label
+
+
+def render_report(report: dict, old_label: str, new_label: str, output_format: str) -> str:
+    changed = {name: changes for name, changes in report.items() if changes}
+    unchanged = [name for name, changes in report.items() if not changes]
+    if output_format == "markdown":
+        parts = [f"## llmdash diff: `{old_label}` → `{new_label}`\n"]
+        parts += [render_markdown(name, changes) for name, changes in changed.items()]
+        if unchanged:
+            parts.append(f"Unchanged: {', '.join(f'`{n}`' for n in unchanged)}\n")
+        if not changed:
+            parts.append("No dashboard or rule changes.\n")
+        return "\n".join(parts)
+    parts = [f"llmdash diff: {old_label} -> {new_label}\n"]
+    parts += [render_text(name, changes) for name, changes in changed.items()]
+    if unchanged:
+        parts.append(f"unchanged: {', '.join(unchanged)}\n")
+    if not changed:
+        parts.append("no dashboard or rule changes\n")
+    return "\n".join(parts)
+
+
+def _config_path(ctx: click.Context) -> Path | None:
+    """The `llmdash --config FILE` given to the group, if any."""
+    options = ctx.find_object(dict) or {}
+    return Path(options["config_path"]) if options.get("config_path") else None
+
+
+def _fail(error: LlmdashError) -> None:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@click.command("diff")
+@click.argument("base", required=False)
+@click.argument("head", required=False)
+@click.option("--format", "output_format", type=click.Choice(["text", "markdown"]), default="text",
+              show_default=True, help="markdown is ready to paste as a pull-request comment")
+@click.pass_context
+def diff_command(ctx, base, head, output_format):
+    """Show what changed in the dashboards and rule files, panel by panel.
+
+    \b
+    llmdash diff             committed generated/ vs a fresh build of the working tree
+    llmdash diff BASE        BASE's build vs the working tree's
+    llmdash diff BASE HEAD   the builds of two git revisions
+
+    Runs in the repository and directory you are in. Each side is built with its own
+    llmdash.yaml (defaults if none); --config FILE builds both sides with FILE.
+
+    Exit codes: 0 nothing changed, 1 something changed, 2 bad revision or failed build.
+    """
+    try:
+        with tempfile.TemporaryDirectory(prefix="llmdash-diff-") as workdir:
+            report, old_label, new_label = compare(base, head, Path.cwd(), Path(workdir), _config_path(ctx))
+    except LlmdashError as error:
+        _fail(error)
+    click.echo(render_report(report, old_label, new_label, output_format), nl=False)
+    sys.exit(EXIT_DRIFT if any(report.values()) else EXIT_OK)
+
+
+@click.command("layout")
+@click.argument("engine")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Picture to write, .png or .svg (default out/layout-ENGINE.png)")
+@click.option("--base", "base_revision", help="Git revision to draw beside it, changed panels highlighted")
+@click.pass_context
+def layout_command(ctx, engine, out_path, base_revision):
+    """Draw a dashboard's grid (rows, panels, titles, types) of the working tree's build.
+
+    Exit codes: 0 written, 2 unknown dashboard, bad revision, bad --out or failed build.
+    """
+    from llmdash.review.layout import check_picture_path, render_layout  # draws: matplotlib loads only here
+    try:
+        out_path = check_picture_path(out_path or Path("out") / f"layout-{engine}.png")
+        ws, config_path = sides.workspace(Path.cwd()), _config_path(ctx)
+        with tempfile.TemporaryDirectory(prefix="llmdash-layout-") as workdir:
+            new = sides.working_tree(ws, Path(workdir), config_path).output.dashboards
+            old = sides.revision(ws, base_revision, Path(workdir), config_path).output.dashboards if base_revision else None
+        if engine not in new:
+            raise LlmdashError(f"unknown dashboard {engine!r} (built: {', '.join(sorted(new))})")
+        if old is not None and engine not in old:
+            raise LlmdashError(f"dashboard {engine!r} does not exist at {base_revision}")
+        picture = render_layout(new[engine], out_path, old[engine] if old else None,
+                                new_caption=f"{engine}: working tree",
+                                old_caption=f"{engine}: {base_revision}" if base_revision else "")
+    except LlmdashError as error:
+        _fail(error)
+    click.echo(f"wrote {picture.path}")
+    if base_revision:
+        changed = sorted(picture.highlighted_new | picture.highlighted_old)
+        click.echo(f"highlighted {len(changed)} changed panel(s)" + "".join(f"\n  {label}" for label in changed))
