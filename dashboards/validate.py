@@ -19,6 +19,7 @@ UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}
 STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none", "bytes", "ops"}
 RANGE_FUNCTIONS = {"rate", "increase", "irate"}
+PRESENCE_AGGREGATIONS = {"group", "count"}
 # Grafana variables a query may use, and a value that makes each one parse as PromQL.
 VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
@@ -210,6 +211,9 @@ def _visit(node, spec: EngineSpec, gauges: frozenset[str], in_range_function: bo
     if isinstance(node, pp.BinaryExpr):
         _visit(node.lhs, spec, gauges, False, problems)
         _visit(node.rhs, spec, gauges, False, problems)
+        return
+    if isinstance(node, pp.AggregateExpr) and str(node.op) in PRESENCE_AGGREGATIONS:
+        _visit(node.expr, spec, gauges, True, problems)  # asks whether series exist, never reads a value
         return
     if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
         _visit(node.expr, spec, gauges, in_range_function and isinstance(node, pp.ParenExpr), problems)
