@@ -15,6 +15,7 @@ from llmdash.panels import library
 from llmdash.panels.builders import DATASOURCE
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
+from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
 
 RATE_INTERVAL = "$__rate_interval"
@@ -30,6 +31,7 @@ ROWS = [
     ("Preemption", "Is the KV cache evicting running requests?", [
         library.preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
         library.kv_usage_chart, library.divergence_chart]),
+    ("Instances", "Which replica is it?", [library.top_instances_by_preemption, library.top_instances_by_latency]),
     ("ITL vs TPOT", "Are stalls hitting individual tokens or whole requests?", [
         library.itl_detail_chart, library.tpot_detail_chart]),
     ("Queue", "Is work piling up?", [library.queue_chart]),
@@ -42,9 +44,15 @@ def dashboard_uid(engine: str) -> str:
     return f"llmdash-{engine}"
 
 
+def signals_for(spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str) -> Signals:
+    """Raw series by default; the recording rules' series with `dashboard.use_recording_rules`."""
+    kind = RecordedSignals if config.dashboard.use_recording_rules else Signals
+    return kind(spec, config, scope, window)
+
+
 def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
-    panel_signals = Signals(spec, config, scope, RATE_INTERVAL)
+    panel_signals = signals_for(spec, config, scope, RATE_INTERVAL)
     panels = []
     for title, _question, builders in ROWS:
         chosen = [p for p in (build(panel_signals, config) for build in builders) if p is not None]
@@ -67,15 +75,21 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
             title="LLM serving", type="dashboards", tags=["llmdash"], asDropdown=True,
             keepTime=True, includeVars=False, targetBlank=False)],
     )
-    annotation_signals = Signals(spec, config, scope, config.divergence.window)
+    annotation_signals = signals_for(spec, config, scope, config.divergence.window)
     return postprocess.to_grafana(dashboard, variables(spec, config), annotations(annotation_signals, config))
+
+
+def label_variables(config) -> tuple[str, ...]:
+    """Variables besides model and instance: the fleet's grouping labels, then the config's extra ones."""
+    return tuple(dict.fromkeys(tuple(config.fleet.group_by) + tuple(config.label_variables)))
 
 
 def dashboard_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
     """Config selectors (exact) plus the dashboard's variables (regex, All = .*)."""
     fixed = tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
-    variable = tuple(Matcher(label, "=~", f"${label}") for label in config.label_variables)
-    return fixed + variable + (Matcher(spec.model_label, "=~", "$model_name"), Matcher("instance", "=~", "$instance"))
+    variable = tuple(Matcher(label, "=~", f"${label}") for label in label_variables(config))
+    instance = config.fleet.instance_label
+    return fixed + variable + (Matcher(spec.model_label, "=~", "$model_name"), Matcher(instance, "=~", "$instance"))
 
 
 def fit_row(panels: list) -> list:
@@ -118,8 +132,9 @@ def variables(spec: EngineSpec, config) -> list[dict]:
         "type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
         "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
     }]
-    for name, label, title in ([(v, v, v) for v in config.label_variables]
-                               + [("model_name", spec.model_label, "Model"), ("instance", "instance", "Instance")]):
+    for name, label, title in ([(v, v, v) for v in label_variables(config)]
+                               + [("model_name", spec.model_label, "Model"),
+                                  ("instance", config.fleet.instance_label, "Instance")]):
         matchers = ", ".join(m for m in (fixed, *chain) if m)
         query = f"label_values({anchor.metric.name}{{{matchers}}}, {label})" if matchers else \
             f"label_values({anchor.metric.name}, {label})"

@@ -95,6 +95,14 @@ class RecordedSignals(Signals):
         self.recorded_scope = (Matcher(ENGINE_LABEL, "=", spec.id),) + tuple(
             Matcher(self._recorded_label(m.label), m.op, m.value) for m in scope if m.label in kept)
 
+    @property
+    def legend_labels(self) -> tuple[str, ...]:
+        return (MODEL_LABEL,) + tuple(self.config.fleet.group_by)
+
+    @property
+    def raw(self) -> Signals:
+        return Signals(self.spec, self.config, self.scope, self.window)
+
     def _recorded_label(self, label: str) -> str:
         return MODEL_LABEL if label == self.spec.model_label else label
 

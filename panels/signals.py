@@ -73,6 +73,16 @@ class Signals:
         self.model = model_group(spec, config)
         self.instance_group = self.model + (config.fleet.instance_label,)
 
+    @property
+    def legend_labels(self) -> tuple[str, ...]:
+        """Labels a per-model series is told apart by in a legend: the model first, then the fleet's groups."""
+        return (self.spec.model_label,) + tuple(self.config.fleet.group_by)
+
+    @property
+    def raw(self) -> "Signals":
+        """Signals over the raw series (for questions only raw series answer, such as per-instance ones)."""
+        return self
+
     # ---- series selection -------------------------------------------------
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
         own = tuple(Matcher(label, "=", value) for label, value in source.match)

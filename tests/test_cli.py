@@ -28,8 +28,8 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert llmdash("build", "--out", str(second)).returncode == 0
     assert snapshot(first) == snapshot(second)
     engines = ("lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
-    assert sorted(snapshot(first)) == [f"dashboards/{e}.json" for e in engines] + \
-        [f"rules/{e}.rules.yaml" for e in engines]
+    assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
+        sorted(f"dashboards/{e}.json" for e in engines + ("fleet",)) + [f"rules/{e}.rules.yaml" for e in engines]
     assert llmdash("build", "--check", "--out", str(first)).returncode == 0
 
 
