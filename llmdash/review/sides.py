@@ -158,7 +158,8 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         config_args = ["--config", str(config)] if config else []
         code = OWN_CODE_BUILD.format(module=module, function=function)
         try:
-            result = subprocess.run([sys.executable, "-c", code, *config_args, "build", "--out", str(out)],
+            # -P: the working directory (a clone's own llmdash/ folder) must not shadow the staged packages.
+            result = subprocess.run([sys.executable, "-P", "-c", code, *config_args, "build", "--out", str(out)],
                                     cwd=project if project.is_dir() else tree, env=env, capture_output=True,
                                     text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False)
         except subprocess.TimeoutExpired:
