@@ -62,11 +62,18 @@ def schema_problems(dashboard: dict) -> list[str]:
         options_schema, custom_schema = PANEL_SCHEMAS[kind]
         if "options" in panel:
             problems += [_line(e, (*path, "options"), titles) for e in _errors(options_schema, panel["options"])]
-        custom = (panel.get("fieldConfig") or {}).get("defaults", {}).get("custom")
+        custom = _get(panel, "fieldConfig", "defaults", "custom")
         if custom is not None:
             problems += [_line(e, (*path, "fieldConfig", "defaults", "custom"), titles)
                          for e in _errors(custom_schema, custom)]
-    return problems
+    return list(dict.fromkeys(problems))  # a non-object `options` fails both the dashboard and the panel schema
+
+
+def _get(node, *keys):
+    """node[k1][k2]..., or None where a level is missing or not an object (the dashboard schema reports that)."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def _panels(dashboard: dict, base: tuple = ()):
