@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build grafana-schemas clean
 
 help:
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
@@ -14,6 +14,7 @@ help:
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
 	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
+	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 
 install: $(VENV)/.installed
 
@@ -57,6 +58,10 @@ bench-detect: install
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build
+
+# npm is needed only here; the schemas are committed, so tests and builds never need it.
+grafana-schemas:
+	dashboards/grafana_schema/regenerate.sh
 
 clean:
 	rm -rf out .pytest_cache

@@ -114,9 +114,11 @@ def variables(spec: EngineSpec, config) -> list[dict]:
     anchor = spec.signal("running").sources[0]
     fixed = ", ".join(Matcher(k, "=", v).render() for k, v in sorted(config.selectors.items()))
     chain = []
+    # No `current`: Grafana then selects the default Prometheus data source; `current: {}` (what its
+    # exporter writes) lacks the text and value the schema's VariableOption requires.
     result = [{
         "type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-        "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
+        "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
     }]
     for name, label, title in ([(v, v, v) for v in config.label_variables]
                                + [("model_name", spec.model_label, "Model"), ("instance", "instance", "Instance")]):

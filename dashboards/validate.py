@@ -1,10 +1,12 @@
 """Checks every dashboard must pass before it is written or published.
 
-Three layers: what Grafana's loader relies on (uid form, unique ids, gridPos inside the
-24-column grid, datasource refs, refIds); Python ports of the useful grafana/dashboard-linter
-rules; and PromQL parsed by a real parser (promql-parser), with llmdash's own rules on
-top: quantiles over `sum by (le, …)`, counters only inside rate/increase, and every
-series present in the engine's catalog for the versions the dashboard covers.
+Four layers: what Grafana's loader relies on (uid form, unique ids, gridPos inside the
+24-column grid, datasource refs, refIds); conformance to Grafana's own published schema
+(`llmdash.dashboards.schema`: the dashboard model and each panel's options and field config);
+Python ports of the useful grafana/dashboard-linter rules; and PromQL parsed by a real parser
+(promql-parser), with llmdash's own rules on top: quantiles over `sum by (le, …)`, counters only
+inside rate/increase, and every series present in the engine's catalog for the versions the
+dashboard covers.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 
 import promql_parser as pp
 
+from llmdash.dashboards.schema import schema_problems
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -31,7 +34,7 @@ BUILT_IN_SERIES = frozenset({"ALERTS"})  # written by Prometheus itself for firi
 
 def validate_dashboard(dashboard: dict, spec: EngineSpec) -> list[str]:
     """All problems found, as one line each; empty when the dashboard is fit to ship."""
-    problems = structural(dashboard) + lint(dashboard)
+    problems = structural(dashboard) + schema_problems(dashboard) + lint(dashboard)
     for where, expr in expressions(dashboard):
         problems += [f"{where}: {p}" for p in check_expr(expr, spec, BUILT_IN_SERIES)]
     return problems

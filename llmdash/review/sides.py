@@ -170,7 +170,8 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
 
 
 def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
-    """Mirror the import layout setuptools would install (`packages` + `package-dir`) with symlinks."""
+    """Mirror the import layout setuptools would install (`packages` + `package-dir`) with symlinks;
+    folders that are not packages (package data such as dashboards/grafana_schema/) come along whole."""
     package_dir = setuptools.get("package-dir", {})
     packages = setuptools.get("packages") or sorted(p.name for p in tree.iterdir() if (p / "__init__.py").is_file())
     for package in packages:
@@ -179,7 +180,8 @@ def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             for entry in source.iterdir():
-                if entry.is_file() and not (target / entry.name).exists():
+                is_data_folder = entry.is_dir() and not (entry / "__init__.py").exists()
+                if (entry.is_file() or is_data_folder) and not (target / entry.name).exists():
                     (target / entry.name).symlink_to(entry)
 
 
