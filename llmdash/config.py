@@ -20,6 +20,10 @@ from llmdash.errors import LlmdashError
 
 DURATION = re.compile(r"^[0-9]+[smhd]$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
+QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")             # max 63
 DEFAULT_CONFIG_FILE = "llmdash.yaml"
 
 
@@ -100,6 +104,25 @@ class GrafanaSettings:
 
 
 @dataclass(frozen=True)
+class KubernetesSettings:
+    """`llmdash provision --format kubernetes`: where the manifests go and which selectors pick them up.
+
+    kube-prometheus-stack's Grafana sidecar loads ConfigMaps labelled `grafana_dashboard: "1"` and
+    files them in the folder named by the `grafana_folder` annotation (when the chart sets
+    `sidecar.dashboards.folderAnnotation`); its Prometheus picks PrometheusRules labelled
+    `release: <helm release name>`; grafana-operator imports GrafanaDashboards into the Grafana
+    instances whose labels match `instance_selector`.
+    """
+
+    namespace: str = "monitoring"
+    dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
+    folder_annotation: str = "grafana_folder"
+    folder: str = "LLM serving"
+    instance_selector: dict[str, str] = field(default_factory=lambda: {"dashboards": "grafana"})
+    rule_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+
+
+@dataclass(frozen=True)
 class Config:
     engines: tuple[str, ...] = ()
     selectors: dict[str, str] = field(default_factory=dict)
@@ -111,6 +134,7 @@ class Config:
     rules: Rules = Rules()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
     source: str = "defaults"
 
     @property
@@ -231,6 +255,35 @@ def _check(config: Config, path: Path) -> None:
         bad("preemption.alert_rate", "must not be negative")
     if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
         bad("grafana", "timeouts must be positive")
+    _check_kubernetes(config.kubernetes, bad)
+
+
+def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
+    """The rules the API server applies to namespaces, label keys and values, annotation keys."""
+    if len(k8s.namespace) > 63 or not DNS1123_LABEL.match(k8s.namespace):
+        bad("kubernetes.namespace", f"{k8s.namespace!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-', max 63)")
+    for key, labels in (("dashboard_labels", k8s.dashboard_labels), ("instance_selector", k8s.instance_selector),
+                        ("rule_labels", k8s.rule_labels)):
+        for name, value in labels.items():
+            if problem := kubernetes_key_problem(name):
+                bad(f"kubernetes.{key}", f"label name {name!r} {problem}")
+            if len(value) > 63 or (value and not QUALIFIED_NAME.match(value)):
+                bad(f"kubernetes.{key}", f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
+                                         "starting and ending alphanumeric")
+    if k8s.folder_annotation and (problem := kubernetes_key_problem(k8s.folder_annotation)):
+        bad("kubernetes.folder_annotation", f"{k8s.folder_annotation!r} {problem}")
+    if not k8s.folder.strip():
+        bad("kubernetes.folder", "must not be empty")
+
+
+def kubernetes_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid label/annotation key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return "has a prefix that is not a DNS-1123 subdomain"
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
+    return None
 
 
 def seconds(duration: str) -> int:

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from llmdash.build import build_dashboards
+from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import load_config
 from llmdash.delivery.grafana import LegacyApi, resolve_connection
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
@@ -85,20 +85,31 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
 @click.command("provision")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
+@click.option("--format", "layout", type=click.Choice(["files", "kubernetes"]), default="files", show_default=True,
+              help="files: Grafana file provisioning; kubernetes: ConfigMaps, GrafanaDashboards, PrometheusRules")
 @click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
-              help="Where Grafana will see the dashboard files (the provider's options.path)")
+              help="Where Grafana will see the dashboard files (the provider's options.path; --format files)")
 @click.pass_context
-def provision_command(ctx, directory, config_path, grafana_path):
-    """Write a Grafana file-provisioning layout to DIRECTORY.
+def provision_command(ctx, directory, config_path, layout, grafana_path):
+    """Write a Grafana file-provisioning layout, or Kubernetes manifests, to DIRECTORY.
 
-    DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it under
-    /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
+    --format files: DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it
+    under /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
     (mount them at --grafana-path).
+
+    --format kubernetes: DIRECTORY/sidecar (ConfigMaps for the Grafana sidecar),
+    DIRECTORY/grafana-operator (GrafanaDashboards), DIRECTORY/prometheus-operator
+    (PrometheusRules), each with a kustomization.yaml; settings under `kubernetes:` in the config.
     """
     try:
         config = _config(ctx, config_path)
-        written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
-                                     folder_title=config.grafana.folder_title, grafana_path=grafana_path)
+        if layout == "kubernetes":
+            from llmdash.delivery.kubernetes import write_manifests
+            written = write_manifests(build_dashboards(config), build_rule_files(config), directory,
+                                      config.kubernetes)
+        else:
+            written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
+                                         folder_title=config.grafana.folder_title, grafana_path=grafana_path)
     except LlmdashError as error:
         _fail(error)
     for line in written:
