@@ -12,6 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -25,6 +26,9 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                  
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
 QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")             # max 63
 DEFAULT_CONFIG_FILE = "llmdash.yaml"
+RUNBOOK_PLACEHOLDER = "{alertname}"
+# Keys that moved: old dotted key -> what to write instead.
+REPLACED_KEYS = {"rules.runbook_base_url": "alerts.runbook_url_template, an absolute URL containing {alertname}"}
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,18 @@ class Preemption:
 
 @dataclass(frozen=True)
 class Rules:
-    """Prometheus rule files: evaluation interval, how long latency must stay high, runbook location."""
+    """Prometheus rule files: evaluation interval, how long latency must stay high."""
 
     interval: str = "1m"
     latency_alert_for: str = "10m"
-    runbook_base_url: str = "docs/runbooks"
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """Where each alert's runbook can be opened: `{alertname}` is replaced by the alert's name. Unset,
+    rules carry no runbook_url (a relative path opens nowhere) and name the runbook file instead."""
+
+    runbook_url_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,7 @@ class Config:
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
     rules: Rules = Rules()
+    alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
@@ -170,6 +182,8 @@ def _build(cls, data, prefix: str, path: Path):
     values = {}
     for key, value in data.items():
         where = f"{prefix}{key}"
+        if f"{where}" in REPLACED_KEYS:
+            raise LlmdashError(f"{path}: {where}: no longer supported; use {REPLACED_KEYS[where]}")
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
         values[key] = _value(hints[key], value, where, path)
@@ -255,6 +269,13 @@ def _check(config: Config, path: Path) -> None:
         bad("preemption.alert_rate", "must not be negative")
     if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
         bad("grafana", "timeouts must be positive")
+    template = config.alerts.runbook_url_template
+    if template is not None:
+        parts = urlsplit(template.replace(RUNBOOK_PLACEHOLDER, "alert"))
+        if RUNBOOK_PLACEHOLDER not in template:
+            bad("alerts.runbook_url_template", f"must contain {RUNBOOK_PLACEHOLDER}, got {template!r}")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {template!r}")
     _check_kubernetes(config.kubernetes, bad)
 
 

@@ -78,18 +78,32 @@ def _with_model_name(spec: EngineSpec, expr: str) -> str:
     return f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{spec.model_label}", "(.*)")'
 
 
+def runbook_url(config, alertname: str) -> str | None:
+    """The alert's runbook from `alerts.runbook_url_template`, or None when no template is set."""
+    template = config.alerts.runbook_url_template
+    return template.replace("{alertname}", alertname) if template else None
+
+
+def alert_names(spec: EngineSpec, config) -> list[str]:
+    """The alerts the engine's rule file carries (which depends on the signals its catalog offers)."""
+    return [rule["alert"] for group in build_rules(spec, config)["groups"] for rule in group["rules"]
+            if "alert" in rule]
+
+
 def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: str,
            summary: str, description: str) -> dict:
+    url = runbook_url(config, name)
+    annotations = {"summary": summary, "description": description}
+    if url:
+        annotations["runbook_url"] = url
+    else:
+        annotations["description"] += f" Runbook: docs/runbooks/{name}.md in the llmdash repository."
     return {
         "alert": name,
         "expr": _with_model_name(sig.spec, expr),
         "for": duration,
         "labels": {ENGINE_LABEL: sig.spec.id, "severity": severity},
-        "annotations": {
-            "summary": summary,
-            "description": description,
-            "runbook_url": f"{config.rules.runbook_base_url.rstrip('/')}/{name}.md",
-        },
+        "annotations": annotations,
     }
 
 
