@@ -112,6 +112,8 @@ class GrafanaSettings:
     read_timeout: float = 30.0
     verify_tls: bool = True
     ca_cert: str | None = None
+    api: str = "auto"                 # auto, legacy (/api) or resource (/apis/dashboard.grafana.app)
+    namespace: str | None = None      # resource API namespace; default from the org (Grafana Cloud: stacks-<id>)
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,11 @@ def _check(config: Config, path: Path) -> None:
         bad("preemption.alert_rate", "must not be negative")
     if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
         bad("grafana", "timeouts must be positive")
+    if config.grafana.api not in ("auto", "legacy", "resource"):
+        bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
+    namespace = config.grafana.namespace
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+        bad("grafana.namespace", f"{namespace!r} is not a namespace like default, org-2 or stacks-12345")
     template = config.alerts.runbook_url_template
     if template is not None:
         parts = urlsplit(template.replace(RUNBOOK_PLACEHOLDER, "alert"))
