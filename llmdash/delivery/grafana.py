@@ -179,6 +179,8 @@ class SavedDashboard:
 class GrafanaBackend(Protocol):
     """What publish needs from Grafana; one implementation per API generation."""
 
+    description: str   # which API it speaks, for the first line of `llmdash publish`
+
     def health(self) -> str:
         """Return the Grafana version ("" when hidden); raise GrafanaError when not ready."""
 
