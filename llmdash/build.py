@@ -14,13 +14,15 @@ from pathlib import Path
 
 from llmdash.dashboards.assemble import build_dashboard
 from llmdash.config import Config
-from llmdash.rules.generate import build_rules, render_rules
+from llmdash.rules.generate import build_rules, render_rules, split_rules
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
-MANAGED = {"dashboards": ".json", "rules": ".rules.yaml"}  # subdirectory -> suffix of the files a build owns
+# Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
+MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "mixin": ".yaml", "mixin/dashboards_out": ".json"}
+PARTS = ("dashboards", "rules", "mixin")
 
 
 def render_json(model: dict) -> str:
@@ -51,23 +53,36 @@ def build_rule_files(config: Config) -> dict[str, dict]:
     return _validated(config, build_rules, validate_rules, "the rule file")
 
 
-def generated_files(config: Config, parts: tuple[str, ...] = ("dashboards", "rules")) -> dict[str, str]:
+def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
     """Relative path under the output directory -> file content."""
     files = {}
+    dashboards = build_dashboards(config) if {"dashboards", "mixin"} & set(parts) else {}
+    rules = build_rule_files(config) if {"rules", "mixin"} & set(parts) else {}
     if "dashboards" in parts:
-        files |= {f"dashboards/{name}.json": render_json(model) for name, model in build_dashboards(config).items()}
+        files |= {f"dashboards/{name}.json": render_json(model) for name, model in dashboards.items()}
     if "rules" in parts:
-        files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in build_rule_files(config).items()}
+        files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
+    if "mixin" in parts:
+        files |= mixin_files(dashboards, rules)
     return files
 
 
-def _owned(out: Path, parts) -> set[str]:
+def mixin_files(dashboards: dict[str, dict], rules: dict[str, dict]) -> dict[str, str]:
+    """The monitoring-mixin layout (what `mixtool generate` writes): every engine's alerts in one file,
+    its recording rules in another, and the dashboards as they are in dashboards/."""
+    alerts, records = split_rules(rules)
+    files = {"mixin/prometheus_alerts.yaml": render_rules(alerts), "mixin/prometheus_rules.yaml": render_rules(records)}
+    files |= {f"mixin/dashboards_out/{name}.json": render_json(model) for name, model in dashboards.items()}
+    return files
+
+
+def _owned(out: Path, parts, managed: dict[str, str] = MANAGED) -> set[str]:
     owned = set()
-    for subdir, suffix in MANAGED.items():
-        if subdir not in parts:
+    for subdir, suffix in managed.items():
+        if subdir.split("/", 1)[0] not in parts:
             continue
         if (out / subdir).is_dir():
-            owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.name.endswith(suffix)}
+            owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.is_file() and p.name.endswith(suffix)}
     return owned
 
 
@@ -75,8 +90,10 @@ def _parts(files: dict[str, str]) -> set[str]:
     return {rel.split("/", 1)[0] for rel in files}
 
 
-def write(files: dict[str, str], out: Path) -> list[str]:
-    """Write `files` under `out`, remove owned files no longer produced; returns the paths changed."""
+def write(files: dict[str, str], out: Path, managed: dict[str, str] = MANAGED) -> list[str]:
+    """Write `files` under `out`, remove `managed` files no longer produced; returns the paths changed.
+
+    Every file is staged beside its target before the first one is renamed into place."""
     changed = []
     staged = []
     try:
@@ -88,6 +105,7 @@ def write(files: dict[str, str], out: Path) -> list[str]:
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
             with os.fdopen(fd, "w") as handle:
                 handle.write(content)
+            os.chmod(tmp, 0o644)               # mkstemp's 0600 would hide the files from a Grafana or kubectl user
             staged.append((tmp, target))
             changed.append(rel)
     except OSError as exc:
@@ -96,7 +114,7 @@ def write(files: dict[str, str], out: Path) -> list[str]:
         raise LlmdashError(f"cannot write {out}: {exc.strerror}") from None
     for tmp, target in staged:
         os.replace(tmp, target)
-    for rel in sorted(_owned(out, _parts(files)) - set(files)):
+    for rel in sorted(_owned(out, _parts(files), managed) - set(files)):
         (out / rel).unlink()
         changed.append(rel)
     return changed

@@ -12,6 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -20,7 +21,14 @@ from llmdash.errors import LlmdashError
 
 DURATION = re.compile(r"^[0-9]+[smhd]$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
+QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")             # max 63
 DEFAULT_CONFIG_FILE = "llmdash.yaml"
+RUNBOOK_PLACEHOLDER = "{alertname}"
+# Keys that moved: old dotted key -> what to write instead.
+REPLACED_KEYS = {"rules.runbook_base_url": "alerts.runbook_url_template, an absolute URL containing {alertname}"}
 
 
 @dataclass(frozen=True)
@@ -74,11 +82,18 @@ class Preemption:
 
 @dataclass(frozen=True)
 class Rules:
-    """Prometheus rule files: evaluation interval, how long latency must stay high, runbook location."""
+    """Prometheus rule files: evaluation interval, how long latency must stay high."""
 
     interval: str = "1m"
     latency_alert_for: str = "10m"
-    runbook_base_url: str = "docs/runbooks"
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """Where each alert's runbook can be opened: `{alertname}` is replaced by the alert's name. Unset,
+    rules carry no runbook_url (a relative path opens nowhere) and name the runbook file instead."""
+
+    runbook_url_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,27 @@ class GrafanaSettings:
     read_timeout: float = 30.0
     verify_tls: bool = True
     ca_cert: str | None = None
+    api: str = "auto"                 # auto, legacy (/api) or resource (/apis/dashboard.grafana.app)
+    namespace: str | None = None      # resource API namespace; default from the org (Grafana Cloud: stacks-<id>)
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """`llmdash provision --format kubernetes`: where the manifests go and which selectors pick them up.
+
+    kube-prometheus-stack's Grafana sidecar loads ConfigMaps labelled `grafana_dashboard: "1"` and
+    files them in the folder named by the `grafana_folder` annotation (when the chart sets
+    `sidecar.dashboards.folderAnnotation`); its Prometheus picks PrometheusRules labelled
+    `release: <helm release name>`; grafana-operator imports GrafanaDashboards into the Grafana
+    instances whose labels match `instance_selector`.
+    """
+
+    namespace: str = "monitoring"
+    dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
+    folder_annotation: str = "grafana_folder"
+    folder: str = "LLM serving"
+    instance_selector: dict[str, str] = field(default_factory=lambda: {"dashboards": "grafana"})
+    rule_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
 
 
 @dataclass(frozen=True)
@@ -109,8 +145,10 @@ class Config:
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
     rules: Rules = Rules()
+    alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
     source: str = "defaults"
 
     @property
@@ -146,6 +184,8 @@ def _build(cls, data, prefix: str, path: Path):
     values = {}
     for key, value in data.items():
         where = f"{prefix}{key}"
+        if f"{where}" in REPLACED_KEYS:
+            raise LlmdashError(f"{path}: {where}: no longer supported; use {REPLACED_KEYS[where]}")
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
         values[key] = _value(hints[key], value, where, path)
@@ -231,6 +271,47 @@ def _check(config: Config, path: Path) -> None:
         bad("preemption.alert_rate", "must not be negative")
     if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
         bad("grafana", "timeouts must be positive")
+    if config.grafana.api not in ("auto", "legacy", "resource"):
+        bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
+    namespace = config.grafana.namespace
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+        bad("grafana.namespace", f"{namespace!r} is not a namespace like default, org-2 or stacks-12345")
+    template = config.alerts.runbook_url_template
+    if template is not None:
+        parts = urlsplit(template.replace(RUNBOOK_PLACEHOLDER, "alert"))
+        if RUNBOOK_PLACEHOLDER not in template:
+            bad("alerts.runbook_url_template", f"must contain {RUNBOOK_PLACEHOLDER}, got {template!r}")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {template!r}")
+    _check_kubernetes(config.kubernetes, bad)
+
+
+def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
+    """The rules the API server applies to namespaces, label keys and values, annotation keys."""
+    if len(k8s.namespace) > 63 or not DNS1123_LABEL.match(k8s.namespace):
+        bad("kubernetes.namespace", f"{k8s.namespace!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-', max 63)")
+    for key, labels in (("dashboard_labels", k8s.dashboard_labels), ("instance_selector", k8s.instance_selector),
+                        ("rule_labels", k8s.rule_labels)):
+        for name, value in labels.items():
+            if problem := kubernetes_key_problem(name):
+                bad(f"kubernetes.{key}", f"label name {name!r} {problem}")
+            if len(value) > 63 or (value and not QUALIFIED_NAME.match(value)):
+                bad(f"kubernetes.{key}", f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
+                                         "starting and ending alphanumeric")
+    if k8s.folder_annotation and (problem := kubernetes_key_problem(k8s.folder_annotation)):
+        bad("kubernetes.folder_annotation", f"{k8s.folder_annotation!r} {problem}")
+    if not k8s.folder.strip():
+        bad("kubernetes.folder", "must not be empty")
+
+
+def kubernetes_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid label/annotation key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return "has a prefix that is not a DNS-1123 subdomain"
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
+    return None
 
 
 def seconds(duration: str) -> int:

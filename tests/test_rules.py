@@ -3,6 +3,7 @@ and stay silent on load increases, idle engines, restarts, low traffic and TP-ra
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_
 from llmdash.engines.catalog import load_all
 from tests import rule_scenarios as sc
 
+ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
 RULES = build_rule_files(Config())
 PROMTOOL = shutil.which("promtool")
@@ -92,5 +94,12 @@ def test_rules_use_engine_label_not_engine_and_select_by_name_alone():
         for rule in model["groups"][0]["rules"]:
             assert "engine" not in rule["labels"] and rule["labels"]["llm_engine"] == engine
             assert "job=" not in rule["expr"] and "namespace=" not in rule["expr"]
+
+
+def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the_file():
+    for model in RULES.values():
+        for rule in model["groups"][0]["rules"]:
             if "alert" in rule:
-                assert rule["annotations"]["runbook_url"].endswith(f"/{rule['alert']}.md")
+                assert "runbook_url" not in rule["annotations"]
+                assert f"docs/runbooks/{rule['alert']}.md" in rule["annotations"]["description"]
+                assert (ROOT / "docs/runbooks" / f"{rule['alert']}.md").is_file()

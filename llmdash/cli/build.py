@@ -21,7 +21,8 @@ def config_of(ctx: click.Context):
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the output directory is stale.")
 @click.pass_context
 def build_command(ctx: click.Context, out: Path, check: bool) -> None:
-    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/."""
+    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/, and the same as a
+    monitoring mixin into OUT/mixin/ (prometheus_alerts.yaml, prometheus_rules.yaml, dashboards_out/)."""
     files = builder.generated_files(config_of(ctx))
     if check:
         builder.check(files, out)

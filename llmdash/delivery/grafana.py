@@ -2,8 +2,9 @@
 
 `GrafanaBackend` is what publish needs (health, folder, get, save, annotate).
 `LegacyApi` implements it over the classic `/api/*` endpoints, which work on
-Grafana 10-13; Grafana 13 deprecates them in favour of `/apis`, and a backend
-for those can be added beside this one without touching publish.
+Grafana 10-13; `ResourceApi` over the Grafana 12+ resource API
+`/apis/dashboard.grafana.app/<v1|v1beta1>/namespaces/<ns>/dashboards`, which Grafana 13
+keeps developing while it deprecates `/api`. `connect` picks one by discovery.
 
 Secrets (token, password) live only in `Connection`, whose repr hides them, and
 are scrubbed from every message this module produces.
@@ -166,6 +167,7 @@ class RemoteDashboard:
     folder_uid: str
     folder_title: str
     provisioned: bool
+    resource_version: str = ""     # the resource API's optimistic-concurrency token; "" on /api
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ class SavedDashboard:
 
 class GrafanaBackend(Protocol):
     """What publish needs from Grafana; one implementation per API generation."""
+
+    description: str   # which API it speaks, for the first line of `llmdash publish`
 
     def health(self) -> str:
         """Return the Grafana version ("" when hidden); raise GrafanaError when not ready."""
@@ -188,7 +192,9 @@ class GrafanaBackend(Protocol):
     def get_dashboard(self, uid: str) -> RemoteDashboard | None: ...
 
     def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
-                       message: str) -> SavedDashboard: ...
+                       message: str, resource_version: str = "") -> SavedDashboard:
+        """Create (version 0) or update the dashboard read at `version` / `resource_version`;
+        raise VersionMismatch when it changed since that read."""
 
     def annotate(self, *, text: str, tags: list[str], time_ms: int) -> int: ...
 
@@ -198,6 +204,8 @@ class GrafanaBackend(Protocol):
 
 class LegacyApi:
     """`GrafanaBackend` over the classic `/api/*` endpoints (grafana.md §1)."""
+
+    description = "/api (legacy dashboard API)"
 
     def __init__(self, connection: Connection, session: requests.Session | None = None,
                  sleep=time.sleep, clock=time.monotonic):
@@ -354,7 +362,7 @@ class LegacyApi:
         )
 
     def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
-                       message: str) -> SavedDashboard:
+                       message: str, resource_version: str = "") -> SavedDashboard:
         body = {"dashboard": {**dashboard, "id": None, "version": version}, "folderUid": folder_uid,
                 "overwrite": overwrite, "message": message[:500]}
         response = self._request("POST", "/api/dashboards/db", body, idempotent=False)
@@ -382,3 +390,149 @@ class LegacyApi:
         if response.status_code != 200:
             raise self._fail(response, "posting the publish annotation")
         return int(self._json(response, "posting the publish annotation").get("id", 0))
+
+
+# ---------------------------------------------------------------- /apis backend
+
+DASHBOARD_GROUP = "dashboard.grafana.app"
+CLASSIC_VERSIONS = ("v1", "v1beta1")   # versions whose `spec` is the classic JSON model, preferred first
+FOLDER_ANNOTATION = "grafana.app/folder"
+MESSAGE_ANNOTATION = "grafana.app/message"
+MANAGER_ANNOTATION = "grafana.app/managedBy"
+API_CHOICES = ("auto", "legacy", "resource")
+
+
+class ResourceApi(LegacyApi):
+    """`GrafanaBackend` over Grafana 12+'s `/apis/dashboard.grafana.app/<version>/namespaces/<ns>/dashboards`.
+
+    The dashboard is the object's `spec`, its uid `metadata.name`, its folder the `grafana.app/folder`
+    annotation. Every update sends the `metadata.resourceVersion` read before it, so an edit made
+    in between is a 409 Conflict, the resource API's form of /api's 412 version-mismatch. Folders,
+    health and annotations stay on `/api`, which Grafana 12 and 13 still serve.
+    """
+
+    def __init__(self, connection: Connection, *, api_version: str, namespace: str, **kwargs):
+        super().__init__(connection, **kwargs)
+        self.api_version = api_version
+        self.namespace = namespace
+        self.description = f"/apis/{DASHBOARD_GROUP}/{api_version} (namespace {namespace})"
+        self._collection = f"/apis/{DASHBOARD_GROUP}/{api_version}/namespaces/{namespace}/dashboards"
+        self._folder_titles: dict[str, str] = {}
+
+    def get_dashboard(self, uid: str) -> RemoteDashboard | None:
+        response = self._request("GET", f"{self._collection}/{uid}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._fail(response, f"reading dashboard {uid}")
+        payload = self._json(response, f"reading dashboard {uid}")
+        metadata, spec = payload.get("metadata") or {}, payload.get("spec")
+        if not isinstance(spec, dict):
+            raise GrafanaError(f"Grafana returned no dashboard spec for {uid}")
+        annotations = metadata.get("annotations") or {}
+        folder_uid = annotations.get(FOLDER_ANNOTATION) or ""
+        return RemoteDashboard(
+            dashboard={**spec, "uid": metadata.get("name", uid)},
+            version=int(metadata.get("generation") or 0),
+            folder_uid=folder_uid,
+            folder_title=self._folder_title(folder_uid),
+            # Any manager (file provisioning, Git Sync, Terraform, ...) owns the dashboard, not us.
+            provisioned=bool(annotations.get(MANAGER_ANNOTATION)),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+        )
+
+    def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
+                       message: str, resource_version: str = "") -> SavedDashboard:
+        uid = dashboard.get("uid", "")
+        spec = {key: value for key, value in dashboard.items() if key not in ("id", "version")}
+        metadata: dict[str, Any] = {"name": uid, "annotations": {MESSAGE_ANNOTATION: message[:500]}}
+        if folder_uid:
+            metadata["annotations"][FOLDER_ANNOTATION] = folder_uid
+        body = {"apiVersion": f"{DASHBOARD_GROUP}/{self.api_version}", "kind": "Dashboard", "metadata": metadata,
+                "spec": spec}
+        if resource_version:
+            # Sent with --force too: it overwrites the edit publish saw, never one made after that read.
+            metadata["resourceVersion"] = resource_version
+            response = self._request("PUT", f"{self._collection}/{uid}", body, idempotent=False)
+        else:
+            response = self._request("POST", self._collection, body, idempotent=False)
+        if response.status_code in (200, 201):
+            saved = self._json(response, f"saving dashboard {uid}").get("metadata") or {}
+            return SavedDashboard(uid=saved.get("name", uid), version=int(saved.get("generation") or 0))
+        text = self._message(response)
+        if response.status_code == 409:
+            what = "created" if not resource_version else "changed"
+            raise VersionMismatch(f"{what} in Grafana during this publish (409 {self._reason(response)}: {text}); "
+                                  "re-run to see the diff")
+        raise self._fail(response, f"saving dashboard {uid}")
+
+    def _folder_title(self, uid: str) -> str:
+        if not uid:
+            return "General"
+        if uid not in self._folder_titles:
+            folder = self.get_folder(uid)
+            self._folder_titles[uid] = (folder or {}).get("title") or uid
+        return self._folder_titles[uid]
+
+    @staticmethod
+    def _reason(response: requests.Response) -> str:
+        """A Kubernetes Status carries `reason` (Conflict, AlreadyExists, ...)."""
+        try:
+            payload = response.json()
+        except ValueError:
+            return "Conflict"
+        return str(payload.get("reason") or "Conflict") if isinstance(payload, dict) else "Conflict"
+
+
+def connect(connection: Connection, api: str = "auto", namespace: str | None = None, **kwargs) -> LegacyApi:
+    """The backend for this Grafana: `legacy` is /api; `resource` the /apis dashboard API (an error
+    when Grafana does not offer it); `auto` the resource API where `GET /apis` lists
+    dashboard.grafana.app with a classic-model version (v1, else v1beta1), else /api.
+
+    Grafana <= 11 (by `/api/health`) is not asked for /apis at all. The namespace is `namespace`
+    when given (Grafana Cloud: `stacks-<id>`), else `default` for org 1 and `org-<id>` otherwise.
+    """
+    if api not in API_CHOICES:
+        raise LlmdashError(f"--api must be one of {', '.join(API_CHOICES)}, got {api!r}", EXIT_USAGE)
+    legacy = LegacyApi(connection, **kwargs)
+    if api == "legacy":
+        return legacy
+    major = _major(legacy.health())
+    versions = [] if api == "auto" and major is not None and major < 12 else _dashboard_versions(legacy)
+    chosen = next((v for v in CLASSIC_VERSIONS if v in versions), None)
+    if chosen is None:
+        if api == "auto":
+            return legacy
+        offered = f"only {', '.join(versions)}" if versions else "no resource API"
+        raise LlmdashError(f"--api resource: Grafana at {legacy._where} offers {offered} for {DASHBOARD_GROUP} "
+                           f"(needs {' or '.join(CLASSIC_VERSIONS)}, Grafana 12+); use --api legacy or auto",
+                           EXIT_USAGE)
+    return ResourceApi(connection, api_version=chosen, namespace=namespace or _org_namespace(legacy), **kwargs)
+
+
+def _major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _dashboard_versions(legacy: LegacyApi) -> list[str]:
+    """Versions of dashboard.grafana.app in Kubernetes discovery (`GET /apis`, an APIGroupList)."""
+    response = legacy._request("GET", "/apis")
+    if response.status_code == 404:
+        return []
+    if response.status_code != 200:
+        raise legacy._fail(response, "reading /apis (API discovery)")
+    groups = legacy._json(response, "reading /apis (API discovery)").get("groups") or []
+    return [v.get("version", "") for g in groups if isinstance(g, dict) and g.get("name") == DASHBOARD_GROUP
+            for v in g.get("versions") or [] if isinstance(v, dict)]
+
+
+def _org_namespace(legacy: LegacyApi) -> str:
+    """`default` for org 1, `org-<id>` otherwise (Grafana's /apis namespace convention)."""
+    response = legacy._request("GET", "/api/org")
+    if response.status_code != 200:
+        raise legacy._fail(response, "reading the current organisation (/api/org)")
+    org_id = legacy._json(response, "reading /api/org").get("id")
+    if not isinstance(org_id, int) or org_id < 1:
+        raise GrafanaError(f"Grafana at {legacy._where} answered /api/org without an organisation id")
+    return "default" if org_id == 1 else f"org-{org_id}"

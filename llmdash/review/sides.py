@@ -33,8 +33,11 @@ BUILD_TIMEOUT_SECONDS = 600
 CONFIG_FILE = "llmdash.yaml"
 # Runs a tree's own CLI. Editable-install import hooks are dropped first: they would otherwise
 # fill any module missing from an old revision with the working tree's copy.
+# `python -c` puts the working directory first on sys.path; in the llmdash source that is the
+# un-installed `llmdash/` folder, which would shadow the staged layout (it has no llmdash.dashboards).
 OWN_CODE_BUILD = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path"
                   " if not getattr(f, '__module__', '').startswith('__editable__')]; "
+                  "sys.path[:] = [p for p in sys.path if p != '']; "
                   "from {module} import {function}; sys.argv[0] = 'llmdash'; {function}()")
 
 
