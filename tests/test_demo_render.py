@@ -181,3 +181,4 @@ def test_a_whole_dashboard_draws(tmp_path):
     result = DashboardResult("u", "t", panels, {}, ORIGIN - 60, ORIGIN + 120)
     picture = render_dashboard(result, tmp_path / "lmdeploy.png", ORIGIN, spec=load_engine("lmdeploy"))
     assert picture.read_bytes().startswith(b"\x89PNG")
+
