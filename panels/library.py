@@ -212,7 +212,8 @@ def divergence_chart(sig: Signals, config):
     role = sig.latency_role
     return builders.timeseries(
         DIVERGENCE_TITLE, describe(
-            sig, f"{INFO[role].title} over {d.window} divided by its own p99 over the trailing {d.baseline_window}, "
+            sig, f"{INFO[role].title} over {d.window} divided by its baseline, the median of that p99 over the trailing "
+            f"{d.baseline_window} (sampled every {d.baseline_resolution}), "
             f"and output tok/s over {d.window} divided by its {d.baseline_window} rate, per model.",
             f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
