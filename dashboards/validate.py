@@ -25,8 +25,9 @@ RANGE_FUNCTIONS = {"rate", "increase", "irate"}
 # Grafana variables a query may use, and a value that makes each one parse as PromQL.
 VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
-# Panels allowed to use fixed windows: a trailing baseline is a window by definition.
-FIXED_WINDOW_PANELS = {"Latency vs throughput divergence"}
+# (type, title) of panels allowed to use fixed windows: a trailing baseline is a window by definition,
+# and the paused-requests tile reads the alert's window (a latest-iteration gauge needs many scrapes).
+FIXED_WINDOW_PANELS = {("timeseries", "Latency vs throughput divergence"), ("stat", "Paused requests")}
 
 
 BUILT_IN_SERIES = frozenset({"ALERTS"})  # written by Prometheus itself for firing and pending alerts
@@ -153,7 +154,7 @@ def lint(d: dict) -> list[str]:
             problems.append(f"panel-no-targets-rule: {where} has no targets")
         for target in panel.get("targets", []):
             windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
-            if panel.get("title") not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
+            if (panel.get("type"), panel.get("title")) not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
                 problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
                                 "$__rate_interval")
     return problems
