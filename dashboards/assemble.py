@@ -69,7 +69,9 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
                 continue
             alert = WATCHED_BY.get(build)
             if alert in alerts and (url := runbook_url(config, alert)):
-                panel.links = [{"title": f"Runbook: {alert}", "url": url, "targetBlank": True}]
+                # the fields Grafana's schema requires of a panel link (DashboardLink), besides title and url
+                panel.links = [{"title": f"Runbook: {alert}", "url": url, "targetBlank": True, "type": "link",
+                                "icon": "doc", "tooltip": f"What to check when {alert} fires"}]
             chosen.append(panel)
         if chosen:
             panels.append(library.builders.row(title))

@@ -61,7 +61,8 @@ def test_each_watched_panel_links_to_its_alerts_runbook(templated, engine):
         links = panel_links(dashboard, title)
         assert links, f"{engine}: no panel titled {title!r}"
         for found in links:
-            assert {"title": f"Runbook: {alert}", "url": url(alert), "targetBlank": True} in found, (engine, title)
+            assert [(link["title"], link["url"], link["targetBlank"]) for link in found] == [
+                (f"Runbook: {alert}", url(alert), True)], (engine, title)
     linked = {link["url"] for panel in dashboard["panels"] for link in panel.get("links", [])}
     assert linked == {url(alert) for alert in expected.values()}
 
