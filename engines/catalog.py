@@ -175,18 +175,29 @@ def bound_problem(metric: Metric, target_seconds: float) -> str | None:
 
 
 def catalog_dir() -> Path:
-    return Path(os.environ.get(CATALOG_DIR_ENV) or CATALOG_DIR)
+    """The catalogs' directory; a mistyped LLMDASH_CATALOG_DIR is an error, never zero engines."""
+    configured = os.environ.get(CATALOG_DIR_ENV)
+    if not configured:
+        return CATALOG_DIR
+    if not Path(configured).is_dir():
+        raise LlmdashError(f"{CATALOG_DIR_ENV}={shorten(configured)}: no such directory")
+    return Path(configured)
 
 
 def available_engines(directory: Path | None = None) -> list[str]:
-    return sorted(p.stem for p in (directory or catalog_dir()).glob("*.yaml"))
+    """Every engine with a catalog in `directory`; at least one, so a build never covers nothing."""
+    directory = directory or catalog_dir()
+    engines = sorted(p.stem for p in directory.glob("*.yaml"))
+    if not engines:
+        raise LlmdashError(f"{directory}: no engine catalogs (*.yaml) in this directory")
+    return engines
 
 
 def load_engine(engine: str, directory: Path | None = None) -> EngineSpec:
     directory = directory or catalog_dir()
     path = directory / f"{engine}.yaml"
     if not path.is_file():
-        known = ", ".join(available_engines(directory)) or "none"
+        known = ", ".join(available_engines(directory))
         raise LlmdashError(f"unknown engine {engine!r}: no catalog {path.name} (known: {known})")
     return load_catalog(path)
 

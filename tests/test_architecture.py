@@ -12,6 +12,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 LAYERS = {
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
+    "llmdash.atomic": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,
     "llmdash.dashboards": 3,
