@@ -255,6 +255,8 @@ class _Parser:
 
     def version(self, value, key: str) -> Version:
         try:
+            if isinstance(value, (list, dict)) or len(str(value)) > 40:
+                raise InvalidVersion
             return Version(str(value))
         except InvalidVersion:
             raise self.fail(key, f"not a version: {shorten(value)}") from None
