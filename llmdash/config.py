@@ -44,7 +44,7 @@ class Thresholds:
     itl_p99_seconds: Levels = Levels(0.1, 0.25)
     kv_usage: Levels = Levels(0.9, 0.98)
     preemptions_per_second: Levels = Levels(0.01, 0.1)
-    waiting_requests: Levels = Levels(10, 50)
+    waiting_requests: Levels = Levels(10.0, 50.0)
 
 
 @dataclass(frozen=True)
