@@ -1,21 +1,20 @@
 """All-or-nothing updates of an output directory (`generated/`, a provisioning directory).
 
-The new tree is assembled beside the old one on the same filesystem: a hard-linked copy of
-the current tree (so files llmdash does not manage stay), with the new files written and the
-dropped ones removed. Two renames then swap it in while SIGINT and SIGTERM wait, so an
-interrupt leaves the complete old tree or the complete new one, never a mix. An exclusive
-lock on the parent directory serialises concurrent runs; leftovers of a killed run
-(`.NAME.llmdash-*` beside the tree) are cleaned up by the next one, and a tree a killed run
-had moved aside is moved back.
+Every new file is first written in full to a temporary file beside its target; only then are
+they renamed into place, one after the other, while SIGINT and SIGTERM wait, so an interrupt
+leaves every file old or every file new, never a mix. Files are replaced inside the existing
+directories (never the directories themselves), so bind mounts, Kubernetes volumes and
+Grafana's file watcher keep seeing them. An exclusive lock on the parent directory serialises
+concurrent runs. A run killed outright (SIGKILL, power loss) during the few milliseconds of
+renames can leave a mix, which the next run completes; its temporary files
+(`.NAME.llmdash-tmp-PID`) are never output and are removed by the next run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
-import shutil
 import signal
 import stat
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 from llmdash.errors import LlmdashError
 
 LOCK_WAIT_SECONDS = 60
-# Test hook: seconds to pause between the two renames, so a test can interrupt the swap there.
+# Test hook: seconds to pause halfway through the renames, so a test can interrupt them there.
 SWAP_PAUSE_ENV = "LLMDASH_TEST_SWAP_PAUSE"
 
 Plan = Callable[[Path], tuple[dict[str, str], list[str]]]
@@ -34,10 +33,8 @@ Plan = Callable[[Path], tuple[dict[str, str], list[str]]]
 
 def update_tree(root: Path, plan: Plan) -> tuple[dict[str, str], list[str]]:
     """Apply `plan(root)` = (relative path -> new content, relative paths to remove) to `root`
-    atomically, under the lock; returns that plan. Nothing is touched when the plan is empty."""
+    all at once, under the lock; returns that plan. Nothing is touched when the plan is empty."""
     root = Path(root)
-    if root.is_symlink():
-        root = root.resolve()
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -45,7 +42,8 @@ def update_tree(root: Path, plan: Plan) -> tuple[dict[str, str], list[str]]:
     if root.exists() and not root.is_dir():
         raise LlmdashError(f"{root} exists and is not a directory")
     with _locked(root.parent):
-        _recover(root)
+        for leftover in _leftovers(root):
+            leftover.unlink(missing_ok=True)
         writes, removals = plan(root)
         if writes or removals:
             _replace(root, writes, removals)
@@ -62,21 +60,12 @@ def regular_file_text(path: Path) -> str | None:
         return None
 
 
-def _sibling(root: Path, kind: str) -> Path:
-    return root.parent / f".{root.name}.llmdash-{kind}-{os.getpid()}"
+TEMPORARY_MARK = ".llmdash-tmp-"
 
 
 def _leftovers(root: Path) -> list[Path]:
-    return sorted(root.parent.glob(f".{root.name}.llmdash-*"))
-
-
-def _recover(root: Path) -> None:
-    """Undo what a killed run left: the tree it moved aside comes back, temporary trees go."""
-    for leftover in _leftovers(root):
-        if not root.exists() and "-old-" in leftover.name:
-            os.rename(leftover, root)
-        else:
-            shutil.rmtree(leftover, ignore_errors=True)
+    """Temporary files a killed run left under `root`."""
+    return sorted(root.rglob(f".*{TEMPORARY_MARK}*")) if root.is_dir() else []
 
 
 @contextlib.contextmanager
@@ -97,49 +86,41 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _link_or_copy(source: str, target: str) -> None:
-    """Hard-link (never opens the file, so a FIFO cannot block); copy a regular file where linking fails."""
-    try:
-        os.link(source, target, follow_symlinks=False)
-    except OSError:
-        if not stat.S_ISREG(os.lstat(source).st_mode):
-            raise
-        shutil.copy2(source, target)
-
-
 def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
-    new, old = _sibling(root, "new"), _sibling(root, "old")
+    for rel in writes:
+        target = root / rel
+        if target.is_dir() and not target.is_symlink():
+            raise LlmdashError(f"{target} is a directory, not a file; move it away")
+    created: list[Path] = []
+    staged: list[tuple[Path, Path]] = []
     try:
-        if root.exists():
-            shutil.copytree(root, new, symlinks=True, copy_function=_link_or_copy)
-        else:
-            new.mkdir()
         for rel, content in sorted(writes.items()):
-            target = new / rel
-            if target.is_dir() and not target.is_symlink():
-                raise LlmdashError(f"{root / rel} is a directory, not a file; move it away")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.exists():
-                target.unlink()  # never write through a hard link into the old tree
-            target.write_text(content, encoding="utf-8")
-        for rel in removals:
-            (new / rel).unlink(missing_ok=True)
+            target = root / rel
+            for directory in reversed([target.parent, *target.parent.parents]):
+                if not directory.exists():
+                    directory.mkdir()
+                    created.append(directory)
+            temporary = target.parent / f".{target.name}{TEMPORARY_MARK}{os.getpid()}"
+            staged.append((temporary, target))
+            with open(temporary, "x", encoding="utf-8") as handle:
+                handle.write(content)
         with _signals_deferred():
-            if root.exists():
-                os.rename(root, old)
-                _pause_for_tests()
-            os.rename(new, root)
-            shutil.rmtree(old, ignore_errors=True)
+            for number, (temporary, target) in enumerate(staged):
+                if number == len(staged) // 2:
+                    _pause_for_tests()
+                os.replace(temporary, target)
+            staged = []
+            for rel in removals:
+                (root / rel).unlink(missing_ok=True)
     except OSError as exc:
-        shutil.rmtree(new, ignore_errors=True)
-        if old.exists() and not root.exists():
-            os.rename(old, root)
-        reason = exc.strerror or str(exc)[:200]
-        what = "is busy (a mount point?)" if exc.errno == errno.EBUSY else f"cannot be written: {reason}"
-        raise LlmdashError(f"{root} {what}") from None
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
+        raise LlmdashError(f"{root} cannot be written: {exc.strerror or exc}") from None
+    finally:
+        for temporary, _ in staged:  # only when the renames never started
+            temporary.unlink(missing_ok=True)
+        if staged:
+            for directory in reversed(created):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
 
 
 def _pause_for_tests() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.atomic import SWAP_PAUSE_ENV
+from llmdash.atomic import SWAP_PAUSE_ENV, regular_file_text
 from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
@@ -332,16 +332,21 @@ def wait_for(condition, timeout=60.0) -> None:
         time.sleep(0.01)
 
 
+def half_renamed(out: Path, expected: dict[str, bytes]):
+    """True once some file under `out` has its new content: the renames have begun."""
+    return lambda: any(regular_file_text(out / rel) == content.decode() for rel, content in expected.items())
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_signal_inside_the_swap_waits_for_it_to_finish(tmp_path, fresh_build, signum):
+def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, signum):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
     build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "2"})
-    wait_for(lambda: any("-old-" in name for name in leftovers(out)))  # between the two renames
+    wait_for(half_renamed(out, fresh_build))  # paused halfway through the renames
     build.send_signal(signum)
     _, stderr = build.communicate(timeout=60)
     assert build.returncode in (130, -signum) and "Traceback" not in stderr
-    assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
+    assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}  # no temporary file either
     assert leftovers(out) == []
 
 
@@ -361,20 +366,20 @@ def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_
             assert leftovers(out) == []
 
 
-def test_leftovers_of_a_killed_build_are_cleaned_up_and_never_output(tmp_path, fresh_build):
+def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, fresh_build):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
     build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "30"})
-    wait_for(lambda: any("-old-" in name for name in leftovers(out)))
-    build.kill()  # SIGKILL between the renames: the old tree is moved aside, the new one beside it
+    wait_for(half_renamed(out, fresh_build))
+    build.kill()  # SIGKILL cannot wait: half the files are renamed, the others still temporary
     build.communicate(timeout=60)
-    assert not out.exists()
+    temporary = [p.name for p in out.rglob(".*")]
+    assert temporary and all(".llmdash-tmp-" in name for name in temporary)
     check = llmdash("build", "--check", "--out", str(out))
-    assert check.returncode == 1  # leftovers are not output: nothing there is up to date
+    assert check.returncode == 1 and ".llmdash-tmp-" not in check.stderr
     result = llmdash("build", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
-    assert leftovers(out) == []
 
 
 def test_parallel_builds_over_a_stale_tree_all_succeed(tmp_path, fresh_build):
@@ -417,15 +422,17 @@ def test_provision_with_a_fifo_named_json_does_not_hang(tmp_path):
     assert (target / "dashboards" / "vllm.json").is_file()
 
 
-def test_signal_inside_the_provision_swap_leaves_a_whole_layout(tmp_path):
+def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
     target = tmp_path / "gitops"
     assert llmdash("provision", str(target)).returncode == 0
     complete = snapshot(target)
-    (target / "dashboards" / "vllm.json").write_text("{}\n")
+    for path in (target / "dashboards").glob("*.json"):
+        path.write_text("{}\n")
     run = start("provision", str(target), env={SWAP_PAUSE_ENV: "2"})
-    wait_for(lambda: any("-old-" in name for name in leftovers(target)))
+    wait_for(half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")}))
     run.send_signal(signal.SIGINT)
     run.communicate(timeout=60)
+    assert run.returncode == 130
     assert snapshot(target) == complete and leftovers(target) == []
 
 
