@@ -93,6 +93,7 @@ def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
             raise LlmdashError(f"{target} is a directory, not a file; move it away")
     created: list[Path] = []
     staged: list[tuple[Path, Path]] = []
+    renamed = False
     try:
         for rel, content in sorted(writes.items()):
             target = root / rel
@@ -109,15 +110,15 @@ def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
                 if number == len(staged) // 2:
                     _pause_for_tests()
                 os.replace(temporary, target)
-            staged = []
+            renamed = True
             for rel in removals:
                 (root / rel).unlink(missing_ok=True)
     except OSError as exc:
         raise LlmdashError(f"{root} cannot be written: {exc.strerror or exc}") from None
     finally:
-        for temporary, _ in staged:  # only when the renames never started
-            temporary.unlink(missing_ok=True)
-        if staged:
+        if not renamed:  # failed or interrupted before the renames were done: leave nothing behind
+            for temporary, _ in staged:
+                temporary.unlink(missing_ok=True)
             for directory in reversed(created):
                 with contextlib.suppress(OSError):
                     directory.rmdir()

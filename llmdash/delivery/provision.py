@@ -66,9 +66,6 @@ def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, fo
         files[str(DASHBOARD_DIR / f"{stem}.json")] = json.dumps(model, sort_keys=True, indent=2) + "\n"
 
     def plan(tree: Path) -> tuple[dict[str, str], list[str]]:
-        for relative in files:
-            if (tree / relative).is_dir():
-                raise LlmdashError(f"{tree / relative} is a directory, not a file; move it away", EXIT_USAGE)
         stale = [str(path.relative_to(tree)) for path in sorted((tree / DASHBOARD_DIR).glob("*.json"))
                  if str(path.relative_to(tree)) not in files and _is_ours(path)]
         return files, stale
