@@ -18,11 +18,12 @@ from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
 
-DURATION = re.compile(r"^[0-9]+[smhd]$")
-MAX_DURATION_MS = 2**63 - 1  # Prometheus keeps durations as int64 milliseconds
+DURATION = re.compile(r"^[0-9]{1,20}[smhd]$")  # digits bounded: int() of thousands of digits raises
+# Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
+MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
 # Grafana's refresh picker takes an interval like 30s, 1m, 1h ("" turns auto-refresh off); its
 # time picker a relative time like now-3h, now-7d, now/d or now-1d/d.
-GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]*[smhd]$")
+GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
 GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$")
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
@@ -233,8 +234,8 @@ def _check(config: Config, path: Path) -> None:
     for key, value in durations.items():
         if not DURATION.match(value):
             bad(key, f"expected a Prometheus duration like 5m, got {shorten(value)}")
-        if seconds(value) * 1000 > MAX_DURATION_MS:
-            bad(key, f"{shorten(value)} is longer than Prometheus can hold (int64 milliseconds)")
+        if seconds(value) > MAX_DURATION_SECONDS:
+            bad(key, f"{shorten(value)} is longer than Prometheus accepts ({MAX_DURATION_SECONDS}s, about 292 years)")
         if seconds(value) == 0 and not key.endswith("_for"):
             bad(key, "must be longer than 0s")
     refresh = config.dashboard.refresh

@@ -109,8 +109,11 @@ def test_integer_beyond_python_digit_limit_is_one_line(tmp_path):
 # --- durations and Grafana strings ----------------------------------------------------------
 
 @pytest.mark.parametrize("key, value, problem", [
-    ("rules.interval", "99999999999999999999d", "longer than Prometheus can hold"),
-    ("divergence.alert_for", "999999999999999999s", "longer than Prometheus can hold"),
+    ("rules.interval", "99999999999999999999d", "longer than Prometheus accepts"),
+    ("rules.latency_alert_for", "106752d", "longer than Prometheus accepts"),
+    ("divergence.alert_for", "9223372037s", "longer than Prometheus accepts"),
+    ("divergence.window", "9" * 5000 + "m", "expected a Prometheus duration"),
+    ("dashboard.refresh", "9" * 5000 + "s", "Grafana refresh interval"),
     ("divergence.annotation_step", "0s", "must be longer than 0s"),
     ("divergence.window", "0m", "must be longer than 0s"),
     ("divergence.baseline_resolution", "0s", "must be longer than 0s"),
