@@ -448,3 +448,21 @@ def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
 ])
 def test_usage_errors_are_one_line(args, fragment):
     assert_one_line_exit_2(llmdash(*args), fragment, "--help")
+
+
+@pytest.mark.parametrize("error", [RecursionError(), MemoryError(),
+                                   UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
+                         ids=["recursion", "memory", "unicode"])
+def test_a_parser_error_that_slips_through_is_still_one_line_exit_2(monkeypatch, capsys, error):
+    from llmdash.cli import main as cli_main
+
+    def explode(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(cli_main.cli, "main", explode)
+    with pytest.raises(SystemExit) as exited:
+        cli_main.main()
+    assert exited.value.code == 2
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1
+
