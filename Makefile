@@ -7,14 +7,20 @@ LLMDASH := $(BIN)/llmdash
 .PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build grafana-schemas clean
 
 help:
+	@echo "make help          this list"
+	@echo "make install       create .venv and install llmdash with its test dependencies"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
+	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
+	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
-	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN)"
+	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
+	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
 	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
+	@echo "make clean         remove out/ and .pytest_cache"
 
 install: $(VENV)/.installed
 

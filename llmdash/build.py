@@ -1,18 +1,17 @@
 """Build: catalogs + config -> validated dashboards -> deterministic files under generated/.
 
 Every file is rendered in memory and validated before the first one is written, and the
-writes go through temporary files renamed into place, so a failed build leaves the
-previous output untouched. `check` compares without writing: CI's drift guard.
+output directory is replaced as a whole (`llmdash.atomic`), so a failed or interrupted
+build leaves the previous output untouched. `check` compares without writing: CI's drift guard.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from llmdash.dashboards.assemble import build_dashboard
+from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
 from llmdash.rules.generate import build_rules, render_rules, split_rules
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
@@ -91,39 +90,20 @@ def _parts(files: dict[str, str]) -> set[str]:
 
 
 def write(files: dict[str, str], out: Path, managed: dict[str, str] = MANAGED) -> list[str]:
-    """Write `files` under `out`, remove `managed` files no longer produced; returns the paths changed.
+    """Make `out` hold `files` and no `managed` file beyond them, all at once; returns the paths changed."""
+    def plan(root: Path) -> tuple[dict[str, str], list[str]]:
+        writes = {rel: content for rel, content in files.items() if regular_file_text(root / rel) != content}
+        return writes, sorted(_owned(root, _parts(files), managed) - set(files))
 
-    Every file is staged beside its target before the first one is renamed into place."""
-    changed = []
-    staged = []
-    try:
-        for rel, content in sorted(files.items()):
-            target = out / rel
-            if target.is_file() and target.read_text() == content:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            with os.fdopen(fd, "w") as handle:
-                handle.write(content)
-            os.chmod(tmp, 0o644)               # mkstemp's 0600 would hide the files from a Grafana or kubectl user
-            staged.append((tmp, target))
-            changed.append(rel)
-    except OSError as exc:
-        for tmp, _ in staged:
-            os.unlink(tmp)
-        raise LlmdashError(f"cannot write {out}: {exc.strerror}") from None
-    for tmp, target in staged:
-        os.replace(tmp, target)
-    for rel in sorted(_owned(out, _parts(files), managed) - set(files)):
-        (out / rel).unlink()
-        changed.append(rel)
-    return changed
+    writes, removals = update_tree(out, plan)
+    return sorted(writes) + removals
 
 
 def check(files: dict[str, str], out: Path) -> None:
     """Raise (exit 1) naming every stale, missing or extra file under `out`."""
-    stale = [rel for rel, content in sorted(files.items())
-             if not (out / rel).is_file() or (out / rel).read_text() != content]
+    if not files:
+        raise LlmdashError("nothing was built, so there is nothing to check")
+    stale = [rel for rel, content in sorted(files.items()) if regular_file_text(out / rel) != content]
     extra = sorted(_owned(out, _parts(files)) - set(files))
     if stale or extra:
         names = ", ".join(stale + [f"{rel} (no longer built)" for rel in extra])

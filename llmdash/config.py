@@ -7,6 +7,7 @@ wrong types and out-of-range values are one-line `LlmdashError`s naming the key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -14,12 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import yaml
-
 from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
+from llmdash.inputs import read_yaml, shorten
 
-DURATION = re.compile(r"^[0-9]+[smhd]$")
+DURATION = re.compile(r"^[0-9]{1,20}[smhd]$")  # digits bounded: int() of thousands of digits raises
+# Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
+MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
+# Grafana's refresh picker takes an interval like 30s, 1m, 1h ("" turns auto-refresh off); its
+# time picker a relative time like now-3h, now-7d, now/d or now-1d/d.
+GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
+GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$")
+MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
+MAX_TIMEOUT_SECONDS = 3600
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
@@ -45,7 +53,7 @@ class Thresholds:
     itl_p99_seconds: Levels = Levels(0.1, 0.25)
     kv_usage: Levels = Levels(0.9, 0.98)
     preemptions_per_second: Levels = Levels(0.01, 0.1)
-    waiting_requests: Levels = Levels(10, 50)
+    waiting_requests: Levels = Levels(10.0, 50.0)
 
 
 @dataclass(frozen=True)
@@ -163,15 +171,8 @@ def load_config(path: str | Path | None = None) -> Config:
             return Config()
         path = DEFAULT_CONFIG_FILE
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise LlmdashError(f"{path}: cannot read config ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark else ""
-        raise LlmdashError(f"{path}:{where} malformed YAML ({getattr(exc, 'problem', exc)})") from None
-    config = _build(Config, data or {}, "", path)
+    data = read_yaml(path, "config")
+    config = _build(Config, {} if data is None else data, "", path)
     _check(config, path)
     return dataclasses.replace(config, source=str(path))
 
@@ -183,8 +184,8 @@ def _build(cls, data, prefix: str, path: Path):
     names = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
     values = {}
     for key, value in data.items():
-        where = f"{prefix}{key}"
-        if f"{where}" in REPLACED_KEYS:
+        where = f"{prefix}{shorten(key) if not isinstance(key, str) else key[:80]}"
+        if where in REPLACED_KEYS:
             raise LlmdashError(f"{path}: {where}: no longer supported; use {REPLACED_KEYS[where]}")
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
@@ -212,15 +213,23 @@ def _value(hint, value, where: str, path: Path):
         return dict(value)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise LlmdashError(f"{path}: {where}: expected a number, got {value!r}")
-        return float(value)
+            raise LlmdashError(f"{path}: {where}: expected a number, got {shorten(value)}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise LlmdashError(f"{path}: {where}: expected a finite number, got {shorten(value)}")
+        return number
     if hint is bool:
         if not isinstance(value, bool):
-            raise LlmdashError(f"{path}: {where}: expected true or false, got {value!r}")
+            raise LlmdashError(f"{path}: {where}: expected true or false, got {shorten(value)}")
         return value
     if hint is str:
+        if where == "dashboard.refresh" and value is False:
+            return ""  # `refresh: false`, as Grafana writes it: no auto-refresh
         if not isinstance(value, str):
-            raise LlmdashError(f"{path}: {where}: expected a string, got {value!r}")
+            raise LlmdashError(f"{path}: {where}: expected a string, got {shorten(value)}")
         return value
     raise AssertionError(f"unsupported config type {hint}")  # a programming error, not user input
 
@@ -232,13 +241,13 @@ def _check(config: Config, path: Path) -> None:
     known = available_engines()
     for engine in config.engines:
         if engine not in known:
-            bad("engines", f"unknown engine {engine!r} (known: {', '.join(known)})")
+            bad("engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
     for label in list(config.selectors) + list(config.label_variables):
         if not LABEL_NAME.match(label) or label.startswith("__"):
-            bad("selectors" if label in config.selectors else "label_variables", f"{label!r} is not a label name")
+            bad("selectors" if label in config.selectors else "label_variables", f"{shorten(label)} is not a label name")
     for label in config.label_variables:
         if label in ("model_name", "instance", "datasource"):
-            bad("label_variables", f"{label!r} is already a dashboard variable")
+            bad("label_variables", f"{shorten(label)} is already a dashboard variable")
     for name in ("ttft_p99_seconds", "itl_p99_seconds", "kv_usage", "preemptions_per_second", "waiting_requests"):
         levels = getattr(config.thresholds, name)
         if levels.warning < 0 or levels.critical < 0:
@@ -255,22 +264,36 @@ def _check(config: Config, path: Path) -> None:
         bad("divergence.latency_factor", f"must be above 1, got {div.latency_factor:g}")
     if not 0 < div.throughput_band < 1:
         bad("divergence.throughput_band", f"must be between 0 and 1, got {div.throughput_band:g}")
+    # Windows, steps and intervals must be positive; a `for` of 0s (fire at once) is valid Prometheus.
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step,
                  "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
+                 "rules.interval": config.rules.interval,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
-                 "rules.interval": config.rules.interval, "rules.latency_alert_for": config.rules.latency_alert_for}
+                 "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():
         if not DURATION.match(value):
-            bad(key, f"expected a Prometheus duration like 5m, got {value!r}")
+            bad(key, f"expected a Prometheus duration like 5m, got {shorten(value)}")
+        if seconds(value) > MAX_DURATION_SECONDS:
+            bad(key, f"{shorten(value)} is longer than Prometheus accepts ({MAX_DURATION_SECONDS}s, about 292 years)")
+        if seconds(value) == 0 and not key.endswith("_for"):
+            bad(key, "must be longer than 0s")
+    refresh = config.dashboard.refresh
+    if refresh and not (GRAFANA_REFRESH.match(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
+        bad("dashboard.refresh", f"expected a Grafana refresh interval from 5s to 1d like 30s, 1m, 1h "
+                                 f"(or false for none), got {shorten(refresh)}")
+    if not GRAFANA_RELATIVE_TIME.match(config.dashboard.time_from):
+        bad("dashboard.time_from", f"expected a Grafana relative time like now-3h, now-7d or now/d, "
+                                   f"got {shorten(config.dashboard.time_from)}")
     if seconds(div.baseline_window) < 4 * seconds(div.window):
         bad("divergence.baseline_window", "must be at least 4x divergence.window to be a baseline")
     if div.min_tokens_per_second < 0:
         bad("divergence.min_tokens_per_second", "must not be negative")
     if config.preemption.alert_rate < 0:
         bad("preemption.alert_rate", "must not be negative")
-    if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
-        bad("grafana", "timeouts must be positive")
+    for name in ("connect_timeout", "read_timeout"):
+        if not 0 < getattr(config.grafana, name) <= MAX_TIMEOUT_SECONDS:
+            bad(f"grafana.{name}", f"must be above 0 and at most {MAX_TIMEOUT_SECONDS} seconds")
     if config.grafana.api not in ("auto", "legacy", "resource"):
         bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
     namespace = config.grafana.namespace
@@ -280,9 +303,9 @@ def _check(config: Config, path: Path) -> None:
     if template is not None:
         parts = urlsplit(template.replace(RUNBOOK_PLACEHOLDER, "alert"))
         if RUNBOOK_PLACEHOLDER not in template:
-            bad("alerts.runbook_url_template", f"must contain {RUNBOOK_PLACEHOLDER}, got {template!r}")
+            bad("alerts.runbook_url_template", f"must contain {RUNBOOK_PLACEHOLDER}, got {shorten(template)}")
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {template!r}")
+            bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {shorten(template)}")
     _check_kubernetes(config.kubernetes, bad)
 
 

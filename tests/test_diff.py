@@ -473,7 +473,9 @@ def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
     assert result.exit_code == 2
-    assert result.output == "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n"
+    assert result.stdout == ""
+    assert result.stderr == ("building revision HEAD~1...\nbuilding revision HEAD...\n"  # progress, then the error
+                             "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n")
 
 
 def test_unknown_revision_is_one_line_exit_2(repo, monkeypatch):
@@ -515,20 +517,20 @@ def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monke
     (repo / "llmdash.yaml").write_text("vLLM on-call\n")  # untracked: the working tree's config only
     untracked = CliRunner().invoke(llmdash, ["diff", "HEAD"])
     assert untracked.exit_code == 1
-    assert untracked.output.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
+    assert untracked.stdout.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
     assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in untracked.output
 
     config = tmp_path / "shared.yaml"
     config.write_text("vLLM on-call\n")
     both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD"])
     assert both.exit_code == 0, both.output
-    assert both.output.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
+    assert both.stdout.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
 
     _git(repo, "add", "llmdash.yaml")
     _git(repo, "commit", "-q", "-m", "commit the config")
     committed = CliRunner().invoke(llmdash, ["diff", "HEAD~1", "HEAD"])
     assert committed.exit_code == 1
-    assert committed.output.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
+    assert committed.stdout.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
     assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in committed.output
 
 

@@ -32,12 +32,10 @@ from llmdash.review.diff import BuildOutput, load_output
 BUILD_TIMEOUT_SECONDS = 600
 CONFIG_FILE = "llmdash.yaml"
 # Runs a tree's own CLI. Editable-install import hooks are dropped first: they would otherwise
-# fill any module missing from an old revision with the working tree's copy.
-# `python -c` puts the working directory first on sys.path; in the llmdash source that is the
-# un-installed `llmdash/` folder, which would shadow the staged layout (it has no llmdash.dashboards).
+# fill any module missing from an old revision with the working tree's copy. It runs with -P: the
+# project directory it runs in may hold an `llmdash/` folder that is not the installed layout.
 OWN_CODE_BUILD = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path"
                   " if not getattr(f, '__module__', '').startswith('__editable__')]; "
-                  "sys.path[:] = [p for p in sys.path if p != '']; "
                   "from {module} import {function}; sys.argv[0] = 'llmdash'; {function}()")
 
 
@@ -122,6 +120,8 @@ def _side_config(project: Path, override: Path | None, committed_label: str) -> 
 
 
 def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str) -> None:
+    # A build of an old revision takes seconds; say what is happening rather than sit silent.
+    print(f"building {label}...", file=sys.stderr, flush=True)
     if _is_llmdash_source(tree):
         _build_with_own_code(tree, project, out, config, label)
     else:
@@ -161,7 +161,6 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         config_args = ["--config", str(config)] if config else []
         code = OWN_CODE_BUILD.format(module=module, function=function)
         try:
-            # -P: the project directory (cwd) must not shadow the staged packages, e.g. its own llmdash/ folder
             result = subprocess.run([sys.executable, "-P", "-c", code, *config_args, "build", "--out", str(out)],
                                     cwd=project if project.is_dir() else tree, env=env, capture_output=True,
                                     text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False)
