@@ -10,6 +10,7 @@ import os
 import sys
 
 import click
+import urllib3
 
 from llmdash.build import build_dashboards
 from llmdash.config import load_config
@@ -77,6 +78,8 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
         dashboards = _selected(config, names)
         if connection.verify is False:
             click.echo("warning: TLS verification is off (--insecure or grafana.verify_tls: false)", err=True)
+            # That line says it once; urllib3 would add a multi-line warning for every request.
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         options = PublishOptions(folder_uid=folder_uid or settings.folder_uid,
                                  folder_title=folder_title or settings.folder_title,
                                  force=force, dry_run=dry_run, annotate=annotate, revision=git_revision())
