@@ -29,12 +29,13 @@ from urllib.parse import quote, quote_plus, urlsplit
 import requests
 import urllib3
 
+from llmdash.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
+
 MAX_BODY_BYTES = 16 * 1024 * 1024      # dashboards are ~100 KB; anything near this is not Grafana
 MAX_TOKEN_FILE_BYTES = 64 * 1024
 MESSAGE_CHARS = 200                    # server text quoted in one error line
 CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
-from llmdash.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 
 # ---------------------------------------------------------------- connection
 
@@ -403,7 +404,6 @@ class LegacyApi:
         # token; resolve_connection already weighed the CA variables, and proxies are taken here.
         self._session.trust_env = False
         self._session.proxies = requests.utils.get_environ_proxies(connection.url)
-        self._session.verify = connection.verify
         for prefix in ("http://", "https://"):
             self._session.mount(prefix, _DeadlineAdapter())
         self._sleep = sleep
