@@ -46,8 +46,11 @@ demo: install
 	$(LLMDASH) demo --out out/demo
 
 PUBLISH_FLAGS ?=
+# make reports any failing recipe as exit 2, so say which of llmdash's codes it was.
 publish: install
-	$(LLMDASH) publish $(PUBLISH_FLAGS)
+	@$(LLMDASH) publish $(PUBLISH_FLAGS) || { code=$$?; \
+	echo "llmdash publish exited $$code (1 refused, 2 usage/config, 3 Grafana/network); make itself exits 2" >&2; \
+	exit $$code; }
 
 MAIN_BRANCH ?= main
 DIFF_ARGS ?=

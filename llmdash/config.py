@@ -118,6 +118,7 @@ class GrafanaSettings:
     folder_title: str = "LLM serving"
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
+    deadline: float = 60.0          # seconds for one whole request (connect, headers, body)
     verify_tls: bool = True
     ca_cert: str | None = None
     api: str = "auto"                 # auto, legacy (/api) or resource (/apis/dashboard.grafana.app)

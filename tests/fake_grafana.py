@@ -3,7 +3,8 @@
 It reproduces only what /work/shared/reference/grafana.md §1-3 documents; every rule
 names the Grafana source file it follows so a reader can check it against upstream.
 It records every request so tests can count writes, and can inject 5xx answers,
-slow answers, UI edits and file-provisioned dashboards.
+slow answers, answers sent after the request was applied (or a reset instead of one),
+arbitrary payloads (a hostile or broken server), UI edits and file-provisioned dashboards.
 
 By default it is a Grafana 11: `/api` only, `/apis` answers 404. With `resource_versions`
 (e.g. ("v1beta1",) for 12.x, ("v1", "v1beta1", "v2beta1") for 13.x) it also serves the Grafana 12+
@@ -20,6 +21,8 @@ import base64
 import copy
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,6 +60,9 @@ class Fault:
     status: int | None      # None = only delay
     delay: float
     times: int
+    payload: object = None  # None = {"message": "Internal Server Error"}
+    applied: bool = False   # carry the request out first, then answer with this fault
+    reset: bool = False     # answer with a TCP reset instead of a response
 
 
 @dataclass
@@ -81,13 +87,17 @@ class FakeGrafana:
 
     # ---------------------------------------------------------- lifecycle
 
-    def start(self) -> "FakeGrafana":
+    def start(self, tls=None) -> "FakeGrafana":
+        """Serve on a free port; `tls` (an ssl.SSLContext) makes it an https:// Grafana."""
         fake = self
 
         class Handler(_Handler):
             grafana = fake
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self._scheme = "https" if tls is not None else "http"
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
@@ -101,7 +111,7 @@ class FakeGrafana:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self._scheme}://{host}:{port}"
 
     # ---------------------------------------------------------- test helpers
 
@@ -109,9 +119,15 @@ class FakeGrafana:
     def writes(self) -> list[Recorded]:
         return [r for r in self.requests if r.method in WRITE_METHODS]
 
-    def fail(self, method: str, path: str, status: int = 503, times: int = 1, delay: float = 0.0) -> None:
-        """Answer the next `times` matching requests with `status` (after `delay` seconds)."""
-        self.faults.append(Fault(method, path, status, delay, times))
+    def fail(self, method: str, path: str, status: int = 503, times: int = 1, delay: float = 0.0,
+             payload: object = None, applied: bool = False) -> None:
+        """Answer the next `times` matching requests with `status` and `payload` (after `delay` seconds);
+        with `applied`, the request takes effect first (a proxy or crash losing Grafana's answer)."""
+        self.faults.append(Fault(method, path, status, delay, times, payload, applied))
+
+    def reset(self, method: str, path: str, times: int = 1, applied: bool = True) -> None:
+        """Drop the connection with a TCP reset instead of answering (after applying, by default)."""
+        self.faults.append(Fault(method, path, None, 0.0, times, applied=applied, reset=True))
 
     def slow(self, method: str, path: str, delay: float, times: int = 1) -> None:
         self.faults.append(Fault(method, path, None, delay, times))
@@ -196,15 +212,27 @@ class _Handler(BaseHTTPRequestHandler):
             fault = next((f for f in g.faults if f.method == method and path.startswith(f.path) and f.times > 0), None)
             if fault:
                 fault.times -= 1
-        if fault:
+        if fault and not fault.applied:
             time.sleep(fault.delay)
+            if fault.reset:
+                return self._reset()
             if fault.status is not None:
                 # pkg/api/dashboard.go: an unexpected failure is a 500 "Failed to save dashboard";
                 # a proxy in front of Grafana answers 502/503/504 with whatever body it likes.
-                return self._send(fault.status, {"message": "Internal Server Error"})
+                return self._send(fault.status, _fault_payload(fault))
         with g._lock:
             status, payload = self._route(method, path, body)
+        if fault and fault.applied:
+            if fault.reset:
+                return self._reset()
+            status, payload = fault.status, _fault_payload(fault)
         self._send(status, payload)
+
+    def _reset(self) -> None:
+        """Close with SO_LINGER 0, so the client sees ECONNRESET rather than a clean end."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
 
     def _send(self, status: int, payload) -> None:
         data = json.dumps(payload).encode()
@@ -387,6 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
         slug = _slug(title)
         return 200, {"status": "success", "slug": slug, "version": stored.version, "id": stored.id, "uid": uid,
                      "url": f"/d/{uid}/{slug}", "folderUid": folder_uid}
+
+
+def _fault_payload(fault: Fault):
+    return {"message": "Internal Server Error"} if fault.payload is None else fault.payload
 
 
 def _stored(model: dict, title: str) -> dict:

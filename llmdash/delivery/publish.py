@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from llmdash.review.diff import diff_dashboard, normalise, render_text
-from llmdash.delivery.grafana import GrafanaBackend, Refused, RemoteDashboard
+from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.dashboards.validate import validate_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
@@ -221,12 +221,35 @@ def _refused(options: PublishOptions, name: str, uid: str, remote: RemoteDashboa
 def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishOptions, *, version: int,
           created: bool, message: str, resource_version: str = "") -> Outcome:
     uid = dashboard["uid"]
+    result = CREATED if created else UPDATED
     try:
         saved = backend.save_dashboard(stamped(dashboard), folder_uid=options.folder_uid, version=version,
                                        overwrite=options.force, message=message, resource_version=resource_version)
-    except Refused as refusal:
-        return Outcome(name, uid, REFUSED, None, str(refusal))
-    return Outcome(name, uid, CREATED if created else UPDATED, saved.version)
+    except GrafanaError as failure:
+        # A POST Grafana applied but answered 5xx or reset is retried and then meets its own
+        # version (412), or gives up: what Grafana now holds decides whether it was saved.
+        if isinstance(failure, Refused) and not isinstance(failure, VersionMismatch):
+            return Outcome(name, uid, REFUSED, None, str(failure))
+        landed = _landed(backend, dashboard, options)
+        if landed is not None:
+            return Outcome(name, uid, result, landed.version,
+                           f"saved, although Grafana answered: {failure}; re-reading it shows this build")
+        if isinstance(failure, VersionMismatch):
+            return Outcome(name, uid, REFUSED, None, str(failure))
+        raise
+    return Outcome(name, uid, result, saved.version)
+
+
+def _landed(backend: GrafanaBackend, dashboard: dict, options: PublishOptions) -> RemoteDashboard | None:
+    """The live dashboard when it is exactly what this publish sent (our stamp, unedited, our folder)."""
+    try:
+        remote = backend.get_dashboard(dashboard["uid"])
+    except GrafanaError:
+        return None
+    if (remote is None or remote.folder_uid != options.folder_uid
+            or stamp_of(remote.dashboard) != content_hash(dashboard) or edited_since_publish(remote.dashboard)):
+        return None
+    return remote
 
 
 # ---------------------------------------------------------------- reporting
