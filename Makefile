@@ -4,16 +4,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build grafana-schemas clean
 
 help:
+	@echo "make help          this list"
+	@echo "make install       create .venv and install llmdash with its test dependencies"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
+	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
+	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
-	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN)"
+	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
+	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
 	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
+	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
+	@echo "make clean         remove out/ and .pytest_cache"
 
 install: $(VENV)/.installed
 
@@ -39,8 +46,11 @@ demo: install
 	$(LLMDASH) demo --out out/demo
 
 PUBLISH_FLAGS ?=
+# make reports any failing recipe as exit 2, so say which of llmdash's codes it was.
 publish: install
-	$(LLMDASH) publish $(PUBLISH_FLAGS)
+	@$(LLMDASH) publish $(PUBLISH_FLAGS) || { code=$$?; \
+	echo "llmdash publish exited $$code (1 refused, 2 usage/config, 3 Grafana/network); make itself exits 2" >&2; \
+	exit $$code; }
 
 MAIN_BRANCH ?= main
 DIFF_ARGS ?=
@@ -57,6 +67,10 @@ bench-detect: install
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build
+
+# npm is needed only here; the schemas are committed, so tests and builds never need it.
+grafana-schemas:
+	dashboards/grafana_schema/regenerate.sh
 
 clean:
 	rm -rf out .pytest_cache

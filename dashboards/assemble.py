@@ -17,17 +17,21 @@ from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
+from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, alert_names, runbook_url
 
 RATE_INTERVAL = "$__rate_interval"
+FLEET_TAG = "llmdash-fleet"
+
+ttft_tile = library.latency_tile("ttft", "ttft_p99_seconds")
+ttft_chart = library.latency_chart("ttft", "ttft_p99_seconds")
 
 # (row title, on-call question it answers, panel functions in order)
 ROWS = [
     ("On-call", "Is anything wrong right now?", [
-        library.throughput_tile, library.requests_tile, library.token_latency_tile,
-        library.latency_tile("ttft", "ttft_p99_seconds"),
+        library.throughput_tile, library.requests_tile, library.token_latency_tile, ttft_tile,
         library.preemption_tile, library.kv_usage_tile, library.waiting_tile]),
     ("Throughput vs latency", "Is latency rising while throughput holds?", [
-        library.throughput_chart, library.token_latency_chart, library.latency_chart("ttft", "ttft_p99_seconds")]),
+        library.throughput_chart, library.token_latency_chart, ttft_chart]),
     ("Preemption", "Is the KV cache evicting running requests?", [
         library.preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
         library.kv_usage_chart, library.divergence_chart]),
@@ -38,6 +42,16 @@ ROWS = [
     ("SLO", "What share of users still gets the latency we promise?", [
         library.slo_chart("ttft", "ttft_seconds"), library.slo_latency_chart]),
 ]
+
+
+# Panel function -> the alert that pages on what the panel shows; the panel links to its runbook.
+WATCHED_BY = {
+    library.preemption_tile: PREEMPTIONS_HIGH, library.preemption_chart: PREEMPTIONS_HIGH,
+    library.divergence_chart: DIVERGENCE,
+    ttft_tile: TTFT_HIGH, ttft_chart: TTFT_HIGH,
+    library.token_latency_tile: ITL_HIGH, library.token_latency_chart: ITL_HIGH,
+    library.itl_detail_chart: ITL_HIGH, library.tpot_detail_chart: ITL_HIGH,   # the alert reads one of them
+}
 
 
 def dashboard_uid(engine: str) -> str:
@@ -54,8 +68,19 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
     panel_signals = signals_for(spec, config, scope, RATE_INTERVAL)
     panels = []
+    alerts = set(alert_names(spec, config))
     for title, _question, builders in ROWS:
-        chosen = [p for p in (build(panel_signals, config) for build in builders) if p is not None]
+        chosen = []
+        for build in builders:
+            panel = build(panel_signals, config)
+            if panel is None:
+                continue
+            alert = WATCHED_BY.get(build)
+            if alert in alerts and (url := runbook_url(config, alert)):
+                # the fields Grafana's schema requires of a panel link (DashboardLink), besides title and url
+                panel.links = [{"title": f"Runbook: {alert}", "url": url, "targetBlank": True, "type": "link",
+                                "icon": "doc", "tooltip": f"What to check when {alert} fires"}]
+            chosen.append(panel)
         if chosen:
             panels.append(library.builders.row(title))
             panels.extend(fit_row(chosen))
@@ -71,9 +96,13 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
         time=core.Time(config.dashboard.time_from, "now"),
         graphTooltip=1,
         editable=True,
-        links=[core.DashboardLink(
-            title="LLM serving", type="dashboards", tags=["llmdash"], asDropdown=True,
-            keepTime=True, includeVars=False, targetBlank=False)],
+        links=[
+            # By tag, not uid: the list follows whatever llmdash dashboards this Grafana has (the other
+            # engines, the fleet view) and never points at a dashboard that was not published.
+            core.DashboardLink(title="LLM serving", type="dashboards", tags=["llmdash"], asDropdown=True,
+                               keepTime=True, includeVars=False, targetBlank=False),
+            core.DashboardLink(title="Fleet", type="dashboards", tags=[FLEET_TAG], asDropdown=False,
+                               keepTime=True, includeVars=False, targetBlank=False)],
     )
     annotation_signals = signals_for(spec, config, scope, config.divergence.window)
     return postprocess.to_grafana(dashboard, variables(spec, config), annotations(annotation_signals, config))
@@ -128,9 +157,11 @@ def variables(spec: EngineSpec, config) -> list[dict]:
     anchor = spec.signal("running").sources[0]
     fixed = ", ".join(Matcher(k, "=", v).render() for k, v in sorted(config.selectors.items()))
     chain = []
+    # No `current`: Grafana then selects the default Prometheus data source; `current: {}` (what its
+    # exporter writes) lacks the text and value the schema's VariableOption requires.
     result = [{
         "type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-        "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
+        "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
     }]
     for name, label, title in ([(v, v, v) for v in label_variables(config)]
                                + [("model_name", spec.model_label, "Model"),

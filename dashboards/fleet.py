@@ -11,7 +11,7 @@ from __future__ import annotations
 from grafanalib import core
 
 from llmdash.dashboards import postprocess
-from llmdash.dashboards.assemble import fit_row, layout
+from llmdash.dashboards.assemble import FLEET_TAG, fit_row, layout
 from llmdash.panels import builders, promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedNames
@@ -101,7 +101,7 @@ def build_fleet_dashboard(config, recorded: frozenset[str]) -> dict:
         title="LLM serving / Fleet", uid=UID,
         description=("Every engine, cluster and model served, from llmdash's recording rules: throughput beside "
                      "latency p99 and preemption, worst first, linking down to each engine's dashboard."),
-        tags=sorted({"llmdash", "llm-serving", FLEET, *config.dashboard.tags}),
+        tags=sorted({"llmdash", "llm-serving", FLEET_TAG, *config.dashboard.tags}),
         panels=layout(panels), timezone="browser", refresh=config.dashboard.refresh,
         time=core.Time(config.dashboard.time_from, "now"), graphTooltip=1, editable=True,
         links=[core.DashboardLink(title="LLM serving", type="dashboards", tags=["llmdash"], asDropdown=True,

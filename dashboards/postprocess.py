@@ -81,3 +81,17 @@ def _panel(panel: dict, number: int) -> None:
             target["range"] = True
     if panel["type"] == "timeseries":
         panel.pop("thresholds", None)
+    legend = panel.get("options", {}).get("legend")
+    if isinstance(legend, dict):
+        _show_legend(legend)
+
+
+def _show_legend(legend: dict) -> None:
+    """grafanalib hides a legend with displayMode "hidden" and never sets showLegend, which the schema
+    requires. Write what Grafana's own V37 migration (apps/dashboard/pkg/migration/schemaversion/v37.go)
+    makes of it, since at schemaVersion 39 Grafana no longer runs that migration on our JSON."""
+    if legend.get("displayMode") == "hidden" or legend.get("showLegend") is False:
+        legend["displayMode"] = "list"
+        legend["showLegend"] = False
+    else:
+        legend["showLegend"] = True

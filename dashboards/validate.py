@@ -1,10 +1,12 @@
 """Checks every dashboard must pass before it is written or published.
 
-Three layers: what Grafana's loader relies on (uid form, unique ids, gridPos inside the
-24-column grid, datasource refs, refIds); Python ports of the useful grafana/dashboard-linter
-rules; and PromQL parsed by a real parser (promql-parser), with llmdash's own rules on
-top: quantiles over `sum by (le, …)`, counters only inside rate/increase, and every
-series present in the engine's catalog for the versions the dashboard covers.
+Four layers: what Grafana's loader relies on (uid form, unique ids, gridPos inside the
+24-column grid, datasource refs, refIds); conformance to Grafana's own published schema
+(`llmdash.dashboards.schema`: the dashboard model and each panel's options and field config);
+Python ports of the useful grafana/dashboard-linter rules; and PromQL parsed by a real parser
+(promql-parser), with llmdash's own rules on top: quantiles over `sum by (le, …)`, counters only
+inside rate/increase, and every series present in the engine's catalog for the versions the
+dashboard covers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Callable
 
 import promql_parser as pp
 
+from llmdash.dashboards.schema import schema_problems
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -24,8 +27,9 @@ PRESENCE_AGGREGATIONS = {"group", "count"}
 # Grafana variables a query may use, and a value that makes each one parse as PromQL.
 VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
-# Panels allowed to use fixed windows: a trailing baseline is a window by definition.
-FIXED_WINDOW_PANELS = {"Latency vs throughput divergence"}
+# (type, title) of panels allowed to use fixed windows: a trailing baseline is a window by definition,
+# and the paused-requests tile reads the alert's window (a latest-iteration gauge needs many scrapes).
+FIXED_WINDOW_PANELS = {("timeseries", "Latency vs throughput divergence"), ("stat", "Paused requests")}
 
 
 BUILT_IN_SERIES = frozenset({"ALERTS"})
@@ -37,7 +41,7 @@ def validate_dashboard(dashboard: dict, spec: EngineSpec | None,
     """All problems found, as one line each; empty when the dashboard is fit to ship. `recorded` tells the
     series the recording rules write, which a recorded dashboard may read; with no `spec` (the fleet
     dashboard), the only series it may read."""
-    problems = structural(dashboard) + lint(dashboard)
+    problems = structural(dashboard) + schema_problems(dashboard) + lint(dashboard)
     for where, expr in expressions(dashboard):
         problems += [f"{where}: {p}" for p in check_expr(expr, spec, lambda n: n in BUILT_IN_SERIES or recorded(n))]
     return problems
@@ -161,7 +165,7 @@ def lint(d: dict) -> list[str]:
             problems.append(f"panel-no-targets-rule: {where} has no targets")
         for target in panel.get("targets", []):
             windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
-            if panel.get("title") not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
+            if (panel.get("type"), panel.get("title")) not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
                 problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
                                 "$__rate_interval")
     return problems

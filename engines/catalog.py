@@ -15,12 +15,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
 from llmdash.errors import LlmdashError
-
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from llmdash.inputs import read_yaml, shorten
 
 CATALOG_DIR = Path(__file__).resolve().parent
 CATALOG_DIR_ENV = "LLMDASH_CATALOG_DIR"  # to try catalogs kept outside the tree
@@ -178,18 +176,29 @@ def bound_problem(metric: Metric, target_seconds: float) -> str | None:
 
 
 def catalog_dir() -> Path:
-    return Path(os.environ.get(CATALOG_DIR_ENV) or CATALOG_DIR)
+    """The catalogs' directory; a mistyped LLMDASH_CATALOG_DIR is an error, never zero engines."""
+    configured = os.environ.get(CATALOG_DIR_ENV)
+    if not configured:
+        return CATALOG_DIR
+    if not Path(configured).is_dir():
+        raise LlmdashError(f"{CATALOG_DIR_ENV}={shorten(configured)}: no such directory")
+    return Path(configured)
 
 
 def available_engines(directory: Path | None = None) -> list[str]:
-    return sorted(p.stem for p in (directory or catalog_dir()).glob("*.yaml"))
+    """Every engine with a catalog in `directory`; at least one, so a build never covers nothing."""
+    directory = directory or catalog_dir()
+    engines = sorted(p.stem for p in directory.glob("*.yaml"))
+    if not engines:
+        raise LlmdashError(f"{directory}: no engine catalogs (*.yaml) in this directory")
+    return engines
 
 
 def load_engine(engine: str, directory: Path | None = None) -> EngineSpec:
     directory = directory or catalog_dir()
     path = directory / f"{engine}.yaml"
     if not path.is_file():
-        known = ", ".join(available_engines(directory)) or "none"
+        known = ", ".join(available_engines(directory))
         raise LlmdashError(f"unknown engine {engine!r}: no catalog {path.name} (known: {known})")
     return load_catalog(path)
 
@@ -209,15 +218,17 @@ def load_catalog(path: Path) -> EngineSpec:
 
 @functools.lru_cache(maxsize=None)
 def _load_catalog(path: Path, _mtime_ns: int, _size: int) -> EngineSpec:
+    return _Parser(path).engine(read_yaml(path, "catalog"))
+
+
+def _finite_number(value) -> bool:
+    """A YAML int or float that is neither NaN nor infinite (bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
     try:
-        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise LlmdashError(f"{path}:{where} malformed YAML ({getattr(exc, 'problem', exc)})") from None
-    except OSError as exc:
-        raise LlmdashError(f"{path}: cannot read ({exc.strerror})") from None
-    return _Parser(path).engine(data)
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 class _Parser:
@@ -225,7 +236,7 @@ class _Parser:
         self.path = path
 
     def fail(self, key: str, problem: str) -> LlmdashError:
-        return LlmdashError(f"{self.path}: {key}: {problem}")
+        return LlmdashError(f"{self.path}: {key[:200]}: {problem}")
 
     def mapping(self, value, key: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
@@ -245,9 +256,11 @@ class _Parser:
 
     def version(self, value, key: str) -> Version:
         try:
+            if isinstance(value, (list, dict)) or len(str(value)) > 40:
+                raise InvalidVersion
             return Version(str(value))
         except InvalidVersion:
-            raise self.fail(key, f"not a version: {value!r}") from None
+            raise self.fail(key, f"not a version: {shorten(value)}") from None
 
     def engine(self, data) -> EngineSpec:
         if data is None:
@@ -256,10 +269,10 @@ class _Parser:
                                        "metrics", "signals"))
         engine = self.text(data["engine"], "engine")
         if engine != self.path.stem:
-            raise self.fail("engine", f"{engine!r} does not match the file name {self.path.stem!r}")
+            raise self.fail("engine", f"{shorten(engine)} does not match the file name {self.path.stem!r}")
         exporter = data["exporter"]
-        if exporter not in EXPORTERS:
-            raise self.fail("exporter", f"expected one of {', '.join(EXPORTERS)}, got {exporter!r}")
+        if not isinstance(exporter, str) or exporter not in EXPORTERS:
+            raise self.fail("exporter", f"expected one of {', '.join(EXPORTERS)}, got {shorten(exporter)}")
         supported = self.mapping(data["supported"], "supported", ("from", "to"))
         first = self.version(supported["from"], "supported.from")
         last = self.version(supported["to"], "supported.to")
@@ -268,6 +281,9 @@ class _Parser:
         model_label = self.text(data["model_label"], "model_label")
         if not isinstance(data["metrics"], dict) or not data["metrics"]:
             raise self.fail("metrics", "expected a non-empty mapping of series name to metric")
+        for name in data["metrics"]:
+            if not isinstance(name, str) or not name:
+                raise self.fail(f"metrics.{shorten(name)}", "a series name must be a non-empty string")
         metrics = {name: self.metric(name, body, exporter) for name, body in data["metrics"].items()}
         for metric in metrics.values():
             if not metric.exposed_in(first, last):
@@ -290,8 +306,8 @@ class _Parser:
         targets = {}
         for name, value in body.items():
             key = f"slo_defaults.{name}"
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise self.fail(key, f"expected a positive number of seconds, got {value!r}")
+            if not _finite_number(value) or value <= 0:
+                raise self.fail(key, f"expected a positive number of seconds, got {shorten(value)}")
             role = "ttft" if name == "ttft_seconds" else next((r for r in ("itl", "tpot") if r in signals), None)
             if role is None or not signals[role].sources:
                 raise self.fail(key, "this engine has no histogram to read it from")
@@ -308,7 +324,7 @@ class _Parser:
                             ("unit", "buckets", "removed_in", "hidden_in", "generic"))
         kind = body["type"]
         if kind not in METRIC_TYPES:
-            raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {kind!r}")
+            raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {shorten(kind)}")
         suffix = EXPORTERS[exporter]
         if kind == "counter" and suffix and not name.endswith(suffix):
             raise self.fail(key, f"a {exporter} counter scrapes with a {suffix} suffix; write it as {name}{suffix}")
@@ -319,14 +335,14 @@ class _Parser:
             raise self.fail(f"{key}.labels", "expected a list of label names")
         unit = body.get("unit")
         if unit not in UNITS:
-            raise self.fail(f"{key}.unit", f"expected one of {', '.join(u for u in UNITS if u)}, got {unit!r}")
+            raise self.fail(f"{key}.unit", f"expected one of {', '.join(u for u in UNITS if u)}, got {shorten(unit)}")
         buckets = body.get("buckets")
         if buckets is not None:
             if kind != "histogram":
                 raise self.fail(f"{key}.buckets", "only histograms have buckets")
             if (not isinstance(buckets, list) or not buckets
-                    or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets)):
-                raise self.fail(f"{key}.buckets", "expected a list of numbers")
+                    or not all(_finite_number(b) for b in buckets)):
+                raise self.fail(f"{key}.buckets", "expected a list of finite numbers")
             if any(b >= c for b, c in zip(buckets, buckets[1:])):
                 raise self.fail(f"{key}.buckets", "bounds must be strictly increasing")
             buckets = tuple(float(b) for b in buckets)
@@ -359,8 +375,8 @@ class _Parser:
     def source(self, key, body, metrics, role, model_label) -> Source:
         body = self.mapping(body, key, ("metric",), ("match", "part"))
         name = body["metric"]
-        if name not in metrics:
-            raise self.fail(f"{key}.metric", f"{name!r} is not in this catalog's metrics")
+        if not isinstance(name, str) or name not in metrics:
+            raise self.fail(f"{key}.metric", f"{shorten(name)} is not in this catalog's metrics")
         metric = metrics[name]
         part = body.get("part")
         if part is not None and (metric.type != "histogram" or part not in ("sum", "count")):
@@ -373,7 +389,7 @@ class _Parser:
             raise self.fail(f"{key}.match", "expected a mapping of label to value")
         for label, value in match.items():
             if label not in metric.labels:
-                raise self.fail(f"{key}.match.{label}", f"{name} has no label {label!r}")
+                raise self.fail(f"{key}.match.{label}", f"{name} has no label {shorten(label)}")
             if not isinstance(value, str):
                 raise self.fail(f"{key}.match.{label}", "label values are strings (quote them)")
         if model_label not in metric.labels:

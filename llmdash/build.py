@@ -1,29 +1,30 @@
 """Build: catalogs + config -> validated dashboards -> deterministic files under generated/.
 
 Every file is rendered in memory and validated before the first one is written, and the
-writes go through temporary files renamed into place, so a failed build leaves the
-previous output untouched. `check` compares without writing: CI's drift guard.
+output directory is replaced as a whole (`llmdash.atomic`), so a failed or interrupted
+build leaves the previous output untouched. `check` compares without writing: CI's drift guard.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from llmdash.dashboards.assemble import build_dashboard
+from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
 from llmdash.dashboards.fleet import FLEET, build_fleet_dashboard
 from llmdash.panels.recorded import recorded_series
-from llmdash.rules.generate import build_rules, inhibit_rules, render_inhibit_rules, render_rules
+from llmdash.rules.generate import build_rules, inhibit_rules, render_inhibit_rules, render_rules, split_rules
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
-# subdirectory -> suffix of the files a build owns
-MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml"}
+# Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
+MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml", "mixin": ".yaml",
+           "mixin/dashboards_out": ".json"}
+PARTS = ("dashboards", "rules", "mixin")
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
 
@@ -65,24 +66,37 @@ def build_rule_files(config: Config) -> dict[str, dict]:
     return _validated(config, build_rules, validate_rules, "the rule file")
 
 
-def generated_files(config: Config, parts: tuple[str, ...] = ("dashboards", "rules")) -> dict[str, str]:
+def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
     """Relative path under the output directory -> file content."""
     files = {}
+    dashboards = build_dashboards(config) if {"dashboards", "mixin"} & set(parts) else {}
+    rules = build_rule_files(config) if {"rules", "mixin"} & set(parts) else {}
     if "dashboards" in parts:
-        files |= {f"dashboards/{name}.json": render_json(model) for name, model in build_dashboards(config).items()}
+        files |= {f"dashboards/{name}.json": render_json(model) for name, model in dashboards.items()}
     if "rules" in parts:
-        files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in build_rule_files(config).items()}
+        files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
+    if "mixin" in parts:
+        files |= mixin_files(dashboards, rules)
     return files
 
 
-def _owned(out: Path, parts) -> set[str]:
+def mixin_files(dashboards: dict[str, dict], rules: dict[str, dict]) -> dict[str, str]:
+    """The monitoring-mixin layout (what `mixtool generate` writes): every engine's alerts in one file,
+    its recording rules in another, and the dashboards as they are in dashboards/."""
+    alerts, records = split_rules(rules)
+    files = {"mixin/prometheus_alerts.yaml": render_rules(alerts), "mixin/prometheus_rules.yaml": render_rules(records)}
+    files |= {f"mixin/dashboards_out/{name}.json": render_json(model) for name, model in dashboards.items()}
+    return files
+
+
+def _owned(out: Path, parts, managed: dict[str, str] = MANAGED) -> set[str]:
     owned = set()
-    for subdir, suffix in MANAGED.items():
-        if subdir not in parts:
+    for subdir, suffix in managed.items():
+        if subdir.split("/", 1)[0] not in parts:
             continue
         if (out / subdir).is_dir():
-            owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.name.endswith(suffix)}
+            owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.is_file() and p.name.endswith(suffix)}
     return owned
 
 
@@ -90,37 +104,21 @@ def _parts(files: dict[str, str]) -> set[str]:
     return {rel.split("/", 1)[0] for rel in files}
 
 
-def write(files: dict[str, str], out: Path) -> list[str]:
-    """Write `files` under `out`, remove owned files no longer produced; returns the paths changed."""
-    changed = []
-    staged = []
-    try:
-        for rel, content in sorted(files.items()):
-            target = out / rel
-            if target.is_file() and target.read_text() == content:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            with os.fdopen(fd, "w") as handle:
-                handle.write(content)
-            staged.append((tmp, target))
-            changed.append(rel)
-    except OSError as exc:
-        for tmp, _ in staged:
-            os.unlink(tmp)
-        raise LlmdashError(f"cannot write {out}: {exc.strerror}") from None
-    for tmp, target in staged:
-        os.replace(tmp, target)
-    for rel in sorted(_owned(out, _parts(files)) - set(files)):
-        (out / rel).unlink()
-        changed.append(rel)
-    return changed
+def write(files: dict[str, str], out: Path, managed: dict[str, str] = MANAGED) -> list[str]:
+    """Make `out` hold `files` and no `managed` file beyond them, all at once; returns the paths changed."""
+    def plan(root: Path) -> tuple[dict[str, str], list[str]]:
+        writes = {rel: content for rel, content in files.items() if regular_file_text(root / rel) != content}
+        return writes, sorted(_owned(root, _parts(files), managed) - set(files))
+
+    writes, removals = update_tree(out, plan)
+    return sorted(writes) + removals
 
 
 def check(files: dict[str, str], out: Path) -> None:
     """Raise (exit 1) naming every stale, missing or extra file under `out`."""
-    stale = [rel for rel, content in sorted(files.items())
-             if not (out / rel).is_file() or (out / rel).read_text() != content]
+    if not files:
+        raise LlmdashError("nothing was built, so there is nothing to check")
+    stale = [rel for rel, content in sorted(files.items()) if regular_file_text(out / rel) != content]
     extra = sorted(_owned(out, _parts(files)) - set(files))
     if stale or extra:
         names = ", ".join(stale + [f"{rel} (no longer built)" for rel in extra])

@@ -7,21 +7,37 @@ wrong types and out-of-range values are one-line `LlmdashError`s naming the key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
+from urllib.parse import urlsplit
 
 from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
+from llmdash.inputs import read_yaml, shorten
 from llmdash.panels.promql import seconds
 
-DURATION = re.compile(r"^[0-9]+[smhd]$")
+DURATION = re.compile(r"^[0-9]{1,20}[smhd]$")  # digits bounded: int() of thousands of digits raises
+# Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
+MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
+# Grafana's refresh picker takes an interval like 30s, 1m, 1h ("" turns auto-refresh off); its
+# time picker a relative time like now-3h, now-7d, now/d or now-1d/d.
+GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
+GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$")
+MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
+MAX_TIMEOUT_SECONDS = 3600
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
+QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")             # max 63
 DEFAULT_CONFIG_FILE = "llmdash.yaml"
+RUNBOOK_PLACEHOLDER = "{alertname}"
+# Keys that moved: old dotted key -> what to write instead.
+REPLACED_KEYS = {"rules.runbook_base_url": "alerts.runbook_url_template, an absolute URL containing {alertname}"}
 
 
 @dataclass(frozen=True)
@@ -38,7 +54,7 @@ class Thresholds:
     itl_p99_seconds: Levels = Levels(0.1, 0.25)
     kv_usage: Levels = Levels(0.9, 0.98)
     preemptions_per_second: Levels = Levels(0.01, 0.1)
-    waiting_requests: Levels = Levels(10, 50)
+    waiting_requests: Levels = Levels(10.0, 50.0)
 
 
 @dataclass(frozen=True)
@@ -101,11 +117,18 @@ class Fleet:
 
 @dataclass(frozen=True)
 class Rules:
-    """Prometheus rule files: evaluation interval, how long latency must stay high, runbook location."""
+    """Prometheus rule files: evaluation interval, how long latency must stay high."""
 
     interval: str = "1m"
     latency_alert_for: str = "10m"
-    runbook_base_url: str = "docs/runbooks"
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """Where each alert's runbook can be opened: `{alertname}` is replaced by the alert's name. Unset,
+    rules carry no runbook_url (a relative path opens nowhere) and name the runbook file instead."""
+
+    runbook_url_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,8 +146,30 @@ class GrafanaSettings:
     folder_title: str = "LLM serving"
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
+    deadline: float = 60.0          # seconds for one whole request (connect, headers, body)
     verify_tls: bool = True
     ca_cert: str | None = None
+    api: str = "auto"                 # auto, legacy (/api) or resource (/apis/dashboard.grafana.app)
+    namespace: str | None = None      # resource API namespace; default from the org (Grafana Cloud: stacks-<id>)
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """`llmdash provision --format kubernetes`: where the manifests go and which selectors pick them up.
+
+    kube-prometheus-stack's Grafana sidecar loads ConfigMaps labelled `grafana_dashboard: "1"` and
+    files them in the folder named by the `grafana_folder` annotation (when the chart sets
+    `sidecar.dashboards.folderAnnotation`); its Prometheus picks PrometheusRules labelled
+    `release: <helm release name>`; grafana-operator imports GrafanaDashboards into the Grafana
+    instances whose labels match `instance_selector`.
+    """
+
+    namespace: str = "monitoring"
+    dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
+    folder_annotation: str = "grafana_folder"
+    folder: str = "LLM serving"
+    instance_selector: dict[str, str] = field(default_factory=lambda: {"dashboards": "grafana"})
+    rule_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
 
 
 @dataclass(frozen=True)
@@ -138,8 +183,10 @@ class Config:
     preemption: Preemption = Preemption()
     fleet: Fleet = Fleet()
     rules: Rules = Rules()
+    alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
     source: str = "defaults"
 
     @property
@@ -154,15 +201,8 @@ def load_config(path: str | Path | None = None) -> Config:
             return Config()
         path = DEFAULT_CONFIG_FILE
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise LlmdashError(f"{path}: cannot read config ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark else ""
-        raise LlmdashError(f"{path}:{where} malformed YAML ({getattr(exc, 'problem', exc)})") from None
-    config = _build(Config, data or {}, "", path)
+    data = read_yaml(path, "config")
+    config = _build(Config, {} if data is None else data, "", path)
     _check(config, path)
     return dataclasses.replace(config, source=str(path))
 
@@ -174,7 +214,9 @@ def _build(cls, data, prefix: str, path: Path):
     names = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
     values = {}
     for key, value in data.items():
-        where = f"{prefix}{key}"
+        where = f"{prefix}{shorten(key) if not isinstance(key, str) else key[:80]}"
+        if where in REPLACED_KEYS:
+            raise LlmdashError(f"{path}: {where}: no longer supported; use {REPLACED_KEYS[where]}")
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
         values[key] = _value(hints[key], value, where, path)
@@ -201,15 +243,23 @@ def _value(hint, value, where: str, path: Path):
         return dict(value)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise LlmdashError(f"{path}: {where}: expected a number, got {value!r}")
-        return float(value)
+            raise LlmdashError(f"{path}: {where}: expected a number, got {shorten(value)}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise LlmdashError(f"{path}: {where}: expected a finite number, got {shorten(value)}")
+        return number
     if hint is bool:
         if not isinstance(value, bool):
-            raise LlmdashError(f"{path}: {where}: expected true or false, got {value!r}")
+            raise LlmdashError(f"{path}: {where}: expected true or false, got {shorten(value)}")
         return value
     if hint is str:
+        if where == "dashboard.refresh" and value is False:
+            return ""  # `refresh: false`, as Grafana writes it: no auto-refresh
         if not isinstance(value, str):
-            raise LlmdashError(f"{path}: {where}: expected a string, got {value!r}")
+            raise LlmdashError(f"{path}: {where}: expected a string, got {shorten(value)}")
         return value
     raise AssertionError(f"unsupported config type {hint}")  # a programming error, not user input
 
@@ -221,13 +271,13 @@ def _check(config: Config, path: Path) -> None:
     known = available_engines()
     for engine in config.engines:
         if engine not in known:
-            bad("engines", f"unknown engine {engine!r} (known: {', '.join(known)})")
+            bad("engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
     for label in list(config.selectors) + list(config.label_variables):
         if not LABEL_NAME.match(label) or label.startswith("__"):
-            bad("selectors" if label in config.selectors else "label_variables", f"{label!r} is not a label name")
+            bad("selectors" if label in config.selectors else "label_variables", f"{shorten(label)} is not a label name")
     for label in config.label_variables:
         if label in ("model_name", "instance", "datasource"):
-            bad("label_variables", f"{label!r} is already a dashboard variable")
+            bad("label_variables", f"{shorten(label)} is already a dashboard variable")
     for name in ("ttft_p99_seconds", "itl_p99_seconds", "kv_usage", "preemptions_per_second", "waiting_requests"):
         levels = getattr(config.thresholds, name)
         if levels.warning < 0 or levels.critical < 0:
@@ -244,18 +294,31 @@ def _check(config: Config, path: Path) -> None:
         bad("divergence.latency_factor", f"must be above 1, got {div.latency_factor:g}")
     if not 0 < div.throughput_band < 1:
         bad("divergence.throughput_band", f"must be between 0 and 1, got {div.throughput_band:g}")
+    # Windows, steps and intervals must be positive; a `for` of 0s (fire at once) is valid Prometheus.
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step,
                  "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
+                 "rules.interval": config.rules.interval,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
                  "preemption.short_window": config.preemption.short_window,
                  "preemption.long_window": config.preemption.long_window,
                  "preemption.keep_firing_for": config.preemption.keep_firing_for,
                  "divergence.baseline_offset": div.baseline_offset,
-                 "rules.interval": config.rules.interval, "rules.latency_alert_for": config.rules.latency_alert_for}
+                 "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():
         if not DURATION.match(value):
-            bad(key, f"expected a Prometheus duration like 5m, got {value!r}")
+            bad(key, f"expected a Prometheus duration like 5m, got {shorten(value)}")
+        if seconds(value) > MAX_DURATION_SECONDS:
+            bad(key, f"{shorten(value)} is longer than Prometheus accepts ({MAX_DURATION_SECONDS}s, about 292 years)")
+        if seconds(value) == 0 and not key.endswith("_for"):
+            bad(key, "must be longer than 0s")
+    refresh = config.dashboard.refresh
+    if refresh and not (GRAFANA_REFRESH.match(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
+        bad("dashboard.refresh", f"expected a Grafana refresh interval from 5s to 1d like 30s, 1m, 1h "
+                                 f"(or false for none), got {shorten(refresh)}")
+    if not GRAFANA_RELATIVE_TIME.match(config.dashboard.time_from):
+        bad("dashboard.time_from", f"expected a Grafana relative time like now-3h, now-7d or now/d, "
+                                   f"got {shorten(config.dashboard.time_from)}")
     if seconds(div.baseline_window) < 4 * seconds(div.window):
         bad("divergence.baseline_window", "must be at least 4x divergence.window to be a baseline")
     if div.min_tokens_per_second < 0:
@@ -272,5 +335,48 @@ def _check(config: Config, path: Path) -> None:
             bad("fleet", f"{label!r} is not a label name to group by")
     if config.fleet.instance_label in config.fleet.group_by:
         bad("fleet.group_by", f"{config.fleet.instance_label!r} is the instance label; grouping by it is per instance")
-    if config.grafana.connect_timeout <= 0 or config.grafana.read_timeout <= 0:
-        bad("grafana", "timeouts must be positive")
+    for name in ("connect_timeout", "read_timeout"):
+        if not 0 < getattr(config.grafana, name) <= MAX_TIMEOUT_SECONDS:
+            bad(f"grafana.{name}", f"must be above 0 and at most {MAX_TIMEOUT_SECONDS} seconds")
+    if config.grafana.api not in ("auto", "legacy", "resource"):
+        bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
+    namespace = config.grafana.namespace
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+        bad("grafana.namespace", f"{namespace!r} is not a namespace like default, org-2 or stacks-12345")
+    template = config.alerts.runbook_url_template
+    if template is not None:
+        parts = urlsplit(template.replace(RUNBOOK_PLACEHOLDER, "alert"))
+        if RUNBOOK_PLACEHOLDER not in template:
+            bad("alerts.runbook_url_template", f"must contain {RUNBOOK_PLACEHOLDER}, got {shorten(template)}")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {shorten(template)}")
+    _check_kubernetes(config.kubernetes, bad)
+
+
+def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
+    """The rules the API server applies to namespaces, label keys and values, annotation keys."""
+    if len(k8s.namespace) > 63 or not DNS1123_LABEL.match(k8s.namespace):
+        bad("kubernetes.namespace", f"{k8s.namespace!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-', max 63)")
+    for key, labels in (("dashboard_labels", k8s.dashboard_labels), ("instance_selector", k8s.instance_selector),
+                        ("rule_labels", k8s.rule_labels)):
+        for name, value in labels.items():
+            if problem := kubernetes_key_problem(name):
+                bad(f"kubernetes.{key}", f"label name {name!r} {problem}")
+            if len(value) > 63 or (value and not QUALIFIED_NAME.match(value)):
+                bad(f"kubernetes.{key}", f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
+                                         "starting and ending alphanumeric")
+    if k8s.folder_annotation and (problem := kubernetes_key_problem(k8s.folder_annotation)):
+        bad("kubernetes.folder_annotation", f"{k8s.folder_annotation!r} {problem}")
+    if not k8s.folder.strip():
+        bad("kubernetes.folder", "must not be empty")
+
+
+def kubernetes_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid label/annotation key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return "has a prefix that is not a DNS-1123 subdomain"
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
+    return None
+

@@ -99,13 +99,16 @@ def preemption_tile(sig: Signals, config):
             f"**No preemption metric.** Watch *{DIVERGENCE_TITLE}* in the Preemption row and the "
             "*Divergence* annotation.", width=3)
     kind = sig.spec.signal("preemptions").sources[0].kind
+    # A gauge of the latest iteration is caught by few scrapes: over the chart's short interval the
+    # tile reads 0 through most of a collapse, so it reads the alert's and annotation's window.
+    window = None if kind == "counter" else config.preemption.window
     what = ("Requests preempted per second (KV blocks freed, work recomputed later)." if kind == "counter"
             else "Most requests paused (KV blocks freed, recomputed later) in one engine iteration "
-                 "within the interval.")
+                 f"within the last {config.preemption.window}, the window the alert and the annotation use.")
     return builders.stat(
         PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
                                           "preemptions"),
-        [(sig.preemption_rate(group=()), "preemptions")], "short", preemption_steps(kind, config),
+        [(sig.preemption_rate(group=(), window=window), "preemptions")], "short", preemption_steps(kind, config),
         width=3, decimals=2)
 
 
@@ -218,9 +221,9 @@ def divergence_chart(sig: Signals, config):
     return builders.timeseries(
         DIVERGENCE_TITLE, describe(
             sig, f"{INFO[role].title} over {d.window} divided by its baseline (the median of that p99 over the "
-            f"{d.baseline_window} that ended {d.baseline_offset} ago), and output tok/s over {d.window} divided by its "
-            f"rate over the same {d.baseline_window}, per model. The baselines are offset so that an incident does "
-            "not become its own baseline while it lasts.",
+            f"{d.baseline_window} that ended {d.baseline_offset} ago, sampled every {d.baseline_resolution}), and "
+            f"output tok/s over {d.window} divided by its rate over the same {d.baseline_window}, per model. The "
+            "baselines are offset so that an incident does not become its own baseline while it lasts.",
             f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
             "Divergence annotation marks. A load increase moves both lines up together.", role, "throughput"),

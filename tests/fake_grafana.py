@@ -3,7 +3,16 @@
 It reproduces only what /work/shared/reference/grafana.md §1-3 documents; every rule
 names the Grafana source file it follows so a reader can check it against upstream.
 It records every request so tests can count writes, and can inject 5xx answers,
-slow answers, UI edits and file-provisioned dashboards.
+slow answers, answers sent after the request was applied (or a reset instead of one),
+arbitrary payloads (a hostile or broken server), UI edits and file-provisioned dashboards.
+
+By default it is a Grafana 11: `/api` only, `/apis` answers 404. With `resource_versions`
+(e.g. ("v1beta1",) for 12.x, ("v1", "v1beta1", "v2beta1") for 13.x) it also serves the Grafana 12+
+resource API for dashboards over the same store, as Grafana's dual-writing storage does, so a
+dashboard saved through one API is read back through the other. Sources for that part are the
+Grafana docs `docs/sources/developer-resources/api-reference/http-api/{apis,dashboard}.md` and
+`pkg/apimachinery/utils/meta.go`; where those say nothing, the fake follows plain Kubernetes
+apiserver semantics and its comment says "unconfirmed".
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ import base64
 import copy
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,6 +50,7 @@ class StoredDashboard:
     folder_uid: str
     provisioned: bool = False
     saves: int = 0          # rows written to dashboard_version; a no-op publish must not add any
+    resource_version: int = 0   # metadata.resourceVersion on /apis: moves on every write, whichever API
 
 
 @dataclass
@@ -48,6 +60,9 @@ class Fault:
     status: int | None      # None = only delay
     delay: float
     times: int
+    payload: object = None  # None = {"message": "Internal Server Error"}
+    applied: bool = False   # carry the request out first, then answer with this fault
+    reset: bool = False     # answer with a TCP reset instead of a response
 
 
 @dataclass
@@ -57,6 +72,9 @@ class FakeGrafana:
     tokens: dict = field(default_factory=lambda: {"glsa_good": "Editor"})    # token -> role
     users: dict = field(default_factory=lambda: {"admin": ("s3cret", "Admin")})  # user -> (password, role)
     version: str = "11.6.0"
+    resource_versions: tuple = ()       # dashboard.grafana.app versions served under /apis; () = Grafana <= 11
+    org_id: int = 1
+    namespace_override: str | None = None   # Grafana Cloud: stacks-<id>, not derivable from the org id
     database: str = "ok"
     folders: dict = field(default_factory=dict)
     dashboards: dict = field(default_factory=dict)
@@ -64,17 +82,22 @@ class FakeGrafana:
     requests: list = field(default_factory=list)
     faults: list = field(default_factory=list)
     _next_id: int = 1
+    _next_rv: int = 100
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---------------------------------------------------------- lifecycle
 
-    def start(self) -> "FakeGrafana":
+    def start(self, tls=None) -> "FakeGrafana":
+        """Serve on a free port; `tls` (an ssl.SSLContext) makes it an https:// Grafana."""
         fake = self
 
         class Handler(_Handler):
             grafana = fake
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self._scheme = "https" if tls is not None else "http"
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
@@ -88,7 +111,7 @@ class FakeGrafana:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self._scheme}://{host}:{port}"
 
     # ---------------------------------------------------------- test helpers
 
@@ -96,9 +119,15 @@ class FakeGrafana:
     def writes(self) -> list[Recorded]:
         return [r for r in self.requests if r.method in WRITE_METHODS]
 
-    def fail(self, method: str, path: str, status: int = 503, times: int = 1, delay: float = 0.0) -> None:
-        """Answer the next `times` matching requests with `status` (after `delay` seconds)."""
-        self.faults.append(Fault(method, path, status, delay, times))
+    def fail(self, method: str, path: str, status: int = 503, times: int = 1, delay: float = 0.0,
+             payload: object = None, applied: bool = False) -> None:
+        """Answer the next `times` matching requests with `status` and `payload` (after `delay` seconds);
+        with `applied`, the request takes effect first (a proxy or crash losing Grafana's answer)."""
+        self.faults.append(Fault(method, path, status, delay, times, payload, applied))
+
+    def reset(self, method: str, path: str, times: int = 1, applied: bool = True) -> None:
+        """Drop the connection with a TCP reset instead of answering (after applying, by default)."""
+        self.faults.append(Fault(method, path, None, 0.0, times, applied=applied, reset=True))
 
     def slow(self, method: str, path: str, delay: float, times: int = 1) -> None:
         self.faults.append(Fault(method, path, None, delay, times))
@@ -114,11 +143,26 @@ class FakeGrafana:
         stored.model = model
         stored.version += 1
         stored.saves += 1
+        self.touch(stored)
+
+    def touch(self, stored: "StoredDashboard") -> None:
+        """A new resourceVersion, as every write to the storage gives (apis.md: "changes whenever any
+        part of the resource changes")."""
+        self._next_rv += 1
+        stored.resource_version = self._next_rv
+
+    @property
+    def apis_namespace(self) -> str:
+        """apis.md: org 1 is `default`, org n is `org-n`; Grafana Cloud stacks are `stacks-<id>`."""
+        if self.namespace_override:
+            return self.namespace_override
+        return "default" if self.org_id == 1 else f"org-{self.org_id}"
 
     def provision(self, dashboard: dict, folder_uid: str = "") -> None:
         """A file-provisioned dashboard whose provider has allowUiUpdates: false (grafana.md §3)."""
         model = copy.deepcopy(dashboard)
         self.dashboards[model["uid"]] = StoredDashboard(self._new_id(), model, 1, folder_uid, provisioned=True)
+        self.touch(self.dashboards[model["uid"]])
 
     def _new_id(self) -> int:
         self._next_id += 1
@@ -168,15 +212,27 @@ class _Handler(BaseHTTPRequestHandler):
             fault = next((f for f in g.faults if f.method == method and path.startswith(f.path) and f.times > 0), None)
             if fault:
                 fault.times -= 1
-        if fault:
+        if fault and not fault.applied:
             time.sleep(fault.delay)
+            if fault.reset:
+                return self._reset()
             if fault.status is not None:
                 # pkg/api/dashboard.go: an unexpected failure is a 500 "Failed to save dashboard";
                 # a proxy in front of Grafana answers 502/503/504 with whatever body it likes.
-                return self._send(fault.status, {"message": "Internal Server Error"})
+                return self._send(fault.status, _fault_payload(fault))
         with g._lock:
             status, payload = self._route(method, path, body)
+        if fault and fault.applied:
+            if fault.reset:
+                return self._reset()
+            status, payload = fault.status, _fault_payload(fault)
         self._send(status, payload)
+
+    def _reset(self) -> None:
+        """Close with SO_LINGER 0, so the client sees ECONNRESET rather than a clean end."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
 
     def _send(self, status: int, payload) -> None:
         data = json.dumps(payload).encode()
@@ -221,6 +277,14 @@ class _Handler(BaseHTTPRequestHandler):
 
         if path.startswith("/api/folders"):
             return self._folders(method, path, body, can_write)
+        if path == "/api/org" and method == "GET":
+            # pkg/api/org.go getCurrentOrg: the signed-in (service account's) org.
+            return 200, {"id": g.org_id, "name": "Main Org." if g.org_id == 1 else f"Org {g.org_id}",
+                         "address": {}}
+        if path == "/apis" or path.startswith("/apis/"):
+            if not g.resource_versions:
+                return 404, {"message": "Not found"}     # Grafana <= 11: no apiserver behind /apis
+            return _ResourceApi(g, can_write).route(method, path, body)
         if method == "GET" and path.startswith("/api/dashboards/uid/"):
             return self._get_dashboard(path.rsplit("/", 1)[1])
         if method == "POST" and path == "/api/dashboards/db":
@@ -341,14 +405,20 @@ class _Handler(BaseHTTPRequestHandler):
             existing.version += 1
             existing.folder_uid = folder_uid
             existing.saves += 1
+            g.touch(existing)
             stored = existing
         else:
             uid = uid or f"gen{g._new_id()}"
             stored = StoredDashboard(g._new_id(), _stored({**model, "uid": uid}, title), 1, folder_uid, saves=1)
+            g.touch(stored)
             g.dashboards[uid] = stored
         slug = _slug(title)
         return 200, {"status": "success", "slug": slug, "version": stored.version, "id": stored.id, "uid": uid,
                      "url": f"/d/{uid}/{slug}", "folderUid": folder_uid}
+
+
+def _fault_payload(fault: Fault):
+    return {"message": "Internal Server Error"} if fault.payload is None else fault.payload
 
 
 def _stored(model: dict, title: str) -> dict:
@@ -362,3 +432,125 @@ def _stored(model: dict, title: str) -> dict:
 
 def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+GROUP = "dashboard.grafana.app"
+
+
+def _status(code: int, reason: str, message: str, name: str = "") -> tuple[int, dict]:
+    """A Kubernetes `Status` body, what the apiserver answers for every error (k8s-generic; exact
+    messages unconfirmed for Grafana)."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    if name:
+        body["details"] = {"name": name, "group": GROUP, "kind": "dashboards"}
+    return code, body
+
+
+class _ResourceApi:
+    """/apis/dashboard.grafana.app/<version>/namespaces/<ns>/dashboards[/<name>] over the fake's store."""
+
+    def __init__(self, grafana: FakeGrafana, can_write: bool):
+        self.g = grafana
+        self.can_write = can_write
+
+    def route(self, method: str, path: str, body):
+        g = self.g
+        if path == "/apis" and method == "GET":
+            # Kubernetes discovery, an APIGroupList (apis.md; the exact list per release is unconfirmed).
+            versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in g.resource_versions]
+            return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": "folder.grafana.app", "versions": [{"groupVersion": "folder.grafana.app/v1beta1",
+                                                             "version": "v1beta1"}],
+                 "preferredVersion": {"groupVersion": "folder.grafana.app/v1beta1", "version": "v1beta1"}},
+                {"name": GROUP, "versions": versions, "preferredVersion": versions[0]}]}
+        match = re.fullmatch(rf"/apis/{re.escape(GROUP)}/([^/]+)/namespaces/([^/]+)/dashboards(?:/([^/]+))?", path)
+        if not match or match.group(1) not in g.resource_versions or match.group(1).startswith("v2"):
+            # v2* carries the v2 schema, not the classic model: this fake does not speak it.
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        version, namespace, name = match.groups()
+        if namespace != g.apis_namespace:
+            # Unconfirmed: Grafana refuses a namespace other than the caller's org; Kubernetes would 403.
+            return _status(403, "Forbidden", f"namespace {namespace!r} does not match the requester's org")
+        if method == "GET" and name:
+            stored = g.dashboards.get(name)
+            if stored is None:
+                return _status(404, "NotFound", f'dashboards.{GROUP} "{name}" not found', name)
+            return 200, self._object(version, name, stored)
+        if method in ("POST", "PUT") and not self.can_write:
+            # apis.md / dashboard.md: dashboards:create / dashboards:write needed; a k8s Forbidden Status.
+            return _status(403, "Forbidden", "dashboards is forbidden: the caller cannot write dashboards")
+        if method == "POST" and not name:
+            return self._create(version, body or {})
+        if method == "PUT" and name:
+            return self._update(version, name, body or {})
+        return _status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _object(self, version: str, name: str, stored: StoredDashboard) -> dict:
+        """dashboard.md: metadata with name, resourceVersion, generation, annotations; `spec` is the
+        classic model (on v1/v1beta1). Whether spec keeps `uid`/`version` is unconfirmed: kept."""
+        annotations = {"grafana.app/createdBy": "service-account:fake"}
+        if stored.folder_uid:
+            annotations["grafana.app/folder"] = stored.folder_uid
+        if stored.provisioned:
+            # pkg/apimachinery/utils/meta.go + manager.go: file-provisioned dashboards carry the manager.
+            annotations.update({"grafana.app/managedBy": "classic-file-provisioning",
+                                "grafana.app/managerId": "llmdash", "grafana.app/sourcePath": f"{name}.json"})
+        return {"kind": "Dashboard", "apiVersion": f"{GROUP}/{version}",
+                "metadata": {"name": name, "namespace": self.g.apis_namespace, "uid": f"k8s-{stored.id}",
+                             "resourceVersion": str(stored.resource_version), "generation": stored.version,
+                             "labels": {"grafana.app/deprecatedInternalID": str(stored.id)},
+                             "annotations": annotations},
+                "spec": {**copy.deepcopy(stored.model), "uid": name, "version": stored.version}, "status": {}}
+
+    def _folder(self, body: dict):
+        folder = ((body.get("metadata") or {}).get("annotations") or {}).get("grafana.app/folder") or ""
+        if folder and folder not in self.g.folders:
+            # Unconfirmed: an unknown folder annotation is refused; 400 BadRequest as /api does.
+            return None, _status(400, "BadRequest", f"folder {folder!r} not found")
+        return folder, None
+
+    def _create(self, version: str, body: dict):
+        g = self.g
+        name, spec = (body.get("metadata") or {}).get("name"), body.get("spec")
+        if not name or not isinstance(spec, dict):
+            return _status(400, "BadRequest", "metadata.name and spec are required")
+        if name in g.dashboards:
+            # dashboard.md: 409 Conflict when a dashboard with the same uid already exists.
+            return _status(409, "AlreadyExists", f'dashboards.{GROUP} "{name}" already exists', name)
+        folder, error = self._folder(body)
+        if error:
+            return error
+        stored = StoredDashboard(g._new_id(), _stored({**spec, "uid": name}, spec.get("title", "")), 1, folder, saves=1)
+        g.touch(stored)
+        g.dashboards[name] = stored
+        return 201, self._object(version, name, stored)     # dashboard.md status list: 201 Created
+
+    def _update(self, version: str, name: str, body: dict):
+        g = self.g
+        metadata, spec = body.get("metadata") or {}, body.get("spec")
+        if metadata.get("name") != name or not isinstance(spec, dict):
+            return _status(400, "BadRequest", "the name in the body does not match the URL, or spec is missing")
+        stored = g.dashboards.get(name)
+        if stored is None:
+            # Unconfirmed: Kubernetes semantics, no create-on-update.
+            return _status(404, "NotFound", f'dashboards.{GROUP} "{name}" not found', name)
+        sent = metadata.get("resourceVersion")
+        if not sent:
+            # Unconfirmed for Grafana (AllowUnconditionalUpdate); Kubernetes' default refuses.
+            return _status(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
+                                           "for an update", name)
+        if sent != str(stored.resource_version):
+            # apis.md: resourceVersion is for optimistic concurrency; a stale one is a 409 Conflict.
+            return _status(409, "Conflict", f'Operation cannot be fulfilled on dashboards.{GROUP} "{name}": the '
+                                            "object has been modified; please apply your changes to the latest "
+                                            "version and try again", name)
+        folder, error = self._folder(body)
+        if error:
+            return error
+        stored.model = _stored({**spec, "uid": name}, spec.get("title", ""))
+        stored.version += 1
+        stored.saves += 1
+        stored.folder_uid = folder
+        g.touch(stored)
+        return 200, self._object(version, name, stored)

@@ -11,6 +11,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Lower number = lower layer. A module may import its own layer or any layer below it.
 LAYERS = {
     "llmdash.errors": 0,
+    "llmdash.inputs": 0,
+    "llmdash.atomic": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,
     "llmdash.dashboards": 3,

@@ -78,7 +78,7 @@ def test_inconsistent_catalog_is_one_line_naming_file_and_key(catalog_copy, old,
 
 def test_malformed_yaml_names_the_line(catalog_copy):
     catalog_copy.write_text("engine: vllm\nmetrics: [unclosed\n")
-    with pytest.raises(LlmdashError, match=r"vllm.yaml: line \d+ malformed YAML"):
+    with pytest.raises(LlmdashError, match=r"vllm.yaml: line \d+: malformed YAML"):
         load_catalog(catalog_copy)
 
 

@@ -1,13 +1,18 @@
 """The `llmdash` command as a user runs it: build, drift check, and one-line errors."""
 
+import dataclasses
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from llmdash.config import Config
 from llmdash.engines.catalog import CATALOG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +33,11 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert llmdash("build", "--out", str(second)).returncode == 0
     assert snapshot(first) == snapshot(second)
     engines = ("lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
+    dashboards = sorted(engines + ("fleet",))
     assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
-        sorted(f"dashboards/{e}.json" for e in engines + ("fleet",)) + [f"rules/{e}.rules.yaml" for e in engines]
+        [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
+        ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + [f"rules/{e}.rules.yaml" for e in engines]
+    assert snapshot(first) == snapshot(ROOT / "generated")
     assert llmdash("build", "--check", "--out", str(first)).returncode == 0
 
 
@@ -81,11 +89,47 @@ def test_bad_catalog_is_one_line_exit_2_and_keeps_previous_output(tmp_path):
     assert snapshot(out) == before
 
 
-def test_example_config_builds_and_defaults_need_no_file(tmp_path):
+def test_example_config_builds_exactly_what_no_config_builds(tmp_path):
     example = ROOT / "llmdash.example.yaml"
     result = llmdash("--config", str(example), "build", "--out", str(tmp_path / "gen"))
     assert result.returncode == 0, result.stderr
     assert llmdash("build", "--out", str(tmp_path / "plain"), cwd=tmp_path).returncode == 0
+    assert snapshot(tmp_path / "gen") == snapshot(tmp_path / "plain")
+
+
+def _keys(value, prefix="") -> set[str]:
+    if not isinstance(value, dict):
+        return set()
+    return {f"{prefix}{k}" for k in value} | {key for k, v in value.items() for key in _keys(v, f"{prefix}{k}.")}
+
+
+def _fields(cls, prefix="") -> set[str]:
+    keys = set()
+    for field in dataclasses.fields(cls):
+        if field.name == "source":
+            continue
+        keys.add(f"{prefix}{field.name}")
+        if dataclasses.is_dataclass(field.default):  # a section (or a threshold's levels)
+            keys |= _fields(type(field.default), f"{prefix}{field.name}.")
+    return keys
+
+
+def test_example_config_shows_every_key_the_config_supports():
+    example = yaml.safe_load((ROOT / "llmdash.example.yaml").read_text())
+    assert "thresholds.waiting_requests.critical" in _fields(Config)
+    assert _keys(example) == _fields(Config)
+
+
+def test_version_comes_from_the_package_metadata():
+    result = llmdash("--version")
+    assert result.returncode == 0 and result.stdout == f"llmdash {importlib.metadata.version('llmdash')}\n"
+
+
+def test_make_help_lists_every_target():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = {m for m in re.findall(r"^([a-z][\w-]*):", makefile, flags=re.M)}
+    helped = set(re.findall(r'^\t@echo "make ([\w-]+)', makefile, flags=re.M))
+    assert "bench-build" in targets and helped == targets
 
 
 def test_usage_error_exits_2():

@@ -473,7 +473,9 @@ def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
     assert result.exit_code == 2
-    assert result.output == "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n"
+    assert result.stdout == ""
+    assert result.stderr == ("building revision HEAD~1...\nbuilding revision HEAD...\n"  # progress, then the error
+                             "error: building revision HEAD failed: catalog engines/vllm.yaml: missing key 'series'\n")
 
 
 def test_unknown_revision_is_one_line_exit_2(repo, monkeypatch):
@@ -515,21 +517,21 @@ def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monke
     (repo / "llmdash.yaml").write_text("vLLM on-call\n")  # untracked: the working tree's config only
     untracked = CliRunner().invoke(llmdash, ["diff", "HEAD"])
     assert untracked.exit_code == 1
-    assert untracked.output.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
-    assert "title: vLLM: throughput vs latency -> vLLM on-call" in untracked.output
+    assert untracked.stdout.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
+    assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in untracked.output
 
     config = tmp_path / "shared.yaml"
     config.write_text("vLLM on-call\n")
     both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD"])
     assert both.exit_code == 0, both.output
-    assert both.output.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
+    assert both.stdout.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
 
     _git(repo, "add", "llmdash.yaml")
     _git(repo, "commit", "-q", "-m", "commit the config")
     committed = CliRunner().invoke(llmdash, ["diff", "HEAD~1", "HEAD"])
     assert committed.exit_code == 1
-    assert committed.output.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
-    assert "title: vLLM: throughput vs latency -> vLLM on-call" in committed.output
+    assert committed.stdout.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
+    assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in committed.output
 
 
 def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
@@ -543,7 +545,7 @@ def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     assert same.exit_code == 1 and "title" not in same.output  # only the query differs
     against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff"])
     assert against_committed.exit_code == 1
-    assert "  dashboard\n    title: vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
+    assert "  dashboard\n    title (old -> new): vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
 
 
 GENERATED = sorted((Path(__file__).resolve().parent.parent / "generated" / "dashboards").glob("*.json"))
@@ -580,3 +582,36 @@ def test_outside_a_git_checkout_the_files_on_disk_are_the_committed_side(repo, t
     shutil.rmtree(repo / "generated")
     with pytest.raises(LlmdashError, match="is not in a git repository and has no generated/"):
         compare(None, None, repo, tmp_path / "again")
+
+
+LONG_OLD = ("Most requests paused (KV blocks freed, recomputed later) in one engine iteration within the interval. "
+            "Any sustained value means users are waiting on recompute.")
+LONG_NEW = LONG_OLD.replace("within the interval.", "within the last 5m, the window the alert uses.")
+
+
+def test_a_long_description_change_is_one_word_diff_not_two_paragraphs():
+    change = Change("description", 'row "Preemption" / panel "Paused requests"', LONG_OLD, LONG_NEW)
+    text = render_text("vllm", [change])
+    assert LONG_OLD not in text and LONG_NEW not in text
+    assert "description (word diff: [-old-] {+new+}):" in text
+    assert ("… one engine iteration within the [-interval.-] {+last 5m, the window the alert uses.+} "
+            "Any sustained value means users …") in text
+    markdown = render_markdown("vllm", [change])
+    assert "`… one engine iteration within the [-interval.-] {+last 5m, the window the alert uses.+}" in markdown
+
+
+def test_every_one_line_value_says_which_side_it_is_from():
+    changes = [Change("unit", 'row "A" / panel "B"', "s", "ms"),
+               Change("variable", 'variable "cluster"', None, "query: label_values(cluster)"),
+               Change("variable", 'variable "job"', "query: label_values(job)", None)]
+    text = render_text("vllm", changes)
+    assert "unit (old -> new): s -> ms" in text
+    assert "variable (added): query: label_values(cluster)" in text
+    assert "variable (removed): query: label_values(job)" in text
+    markdown = render_markdown("vllm", changes)
+    assert "unit (old → new): `s` → `ms`" in markdown and "variable (removed): `query: label_values(job)`" in markdown
+
+
+def test_expression_pairs_say_which_line_is_old():
+    text = render_text("vllm", [Change("expr", 'row "A" / panel "B" / query A', "rate(x[5m])", "rate(x[1m])")])
+    assert "expr [query A] (- old, + new):\n      - rate(x[5m])\n      + rate(x[1m])\n" in text

@@ -241,3 +241,17 @@ def test_missing_prometheus_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(promserver.os, "access", lambda path, mode: False)
     with pytest.raises(LlmdashError, match="prometheus not found: install it with `apt-get install prometheus`"):
         promserver.PrometheusServer()
+
+
+@pytest.mark.parametrize("engine", [e for e in PREEMPTION_ENGINES
+                                    if load_engine(e).signal("preemptions").sources[0].kind == "gauge"])
+def test_paused_requests_tile_is_non_zero_wherever_preemption_is_marked(evaluated, engine):
+    """The on-call tile of a latest-iteration gauge must not read 0 while the Preemption annotation
+    (and the alert, same window) says requests are being paused: scrapes catch few pauses."""
+    result = evaluated(engine, "kv-collapse")
+    tile = result.panel("Paused requests", "On-call")
+    points = dict(tile.targets[0].series[0].points)
+    marked = [t for r in result.regions("Preemption") for t in points if r.start <= t <= r.end]
+    assert marked, f"{engine}: no Preemption region to compare the tile with"
+    zero = [round(t - result.start) for t in marked if points[t] <= 0]
+    assert not zero, f"{engine}: the Paused requests tile reads 0 inside Preemption regions at {zero} s"

@@ -1,7 +1,9 @@
 """Opt-in: the publish contract against a real Grafana (CI has none; see docs/publishing.md).
 
-Runs only when GRAFANA_URL is set, with GRAFANA_TOKEN or GRAFANA_USER/GRAFANA_PASSWORD.
-It works in a throw-away folder `llmdash-test-<random>` on dashboards with test uids,
+Runs only when GRAFANA_URL is set, with GRAFANA_TOKEN or GRAFANA_USER/GRAFANA_PASSWORD, once
+through /api and once through the resource API /apis/dashboard.grafana.app (skipped, saying so,
+when the server does not offer it: Grafana <= 11). GRAFANA_NAMESPACE overrides the resource API
+namespace (Grafana Cloud: stacks-<id>). It works in a throw-away folder `llmdash-test-<random>` on dashboards with test uids,
 so the team's published dashboards are never touched, and deletes that folder at the end.
 """
 
@@ -15,7 +17,7 @@ import pytest
 
 from llmdash.build import build_dashboards
 from llmdash.config import Config
-from llmdash.delivery.grafana import LegacyApi, resolve_connection
+from llmdash.delivery.grafana import LegacyApi, ResourceApi, VersionMismatch, connect, resolve_connection
 from llmdash.delivery.publish import PublishOptions, publish
 from llmdash.errors import EXIT_DRIFT, EXIT_OK
 
@@ -26,12 +28,10 @@ pytestmark = [
 ]
 
 
-class CountingApi(LegacyApi):
+class Counting:
     """Counts the calls that write, so 'the second publish writes nothing' is checked on the real server."""
 
-    def __init__(self, connection):
-        super().__init__(connection)
-        self.writes = 0
+    writes = 0
 
     def create_folder(self, uid, title):
         self.writes += 1
@@ -47,10 +47,29 @@ class CountingApi(LegacyApi):
         assert response.status_code in (200, 404), response.status_code
 
 
-def test_publish_contract_against_real_grafana():
+class CountingLegacy(Counting, LegacyApi):
+    pass
+
+
+class CountingResource(Counting, ResourceApi):
+    pass
+
+
+def live_client(api: str):
     defaults = SimpleNamespace(url=None, connect_timeout=5.0, read_timeout=30.0, verify_tls=True,
                                ca_cert=os.environ.get("GRAFANA_CA_CERT"))
-    client = CountingApi(resolve_connection(defaults, os.environ))
+    connection = resolve_connection(defaults, os.environ)
+    chosen = connect(connection, "auto", os.environ.get("GRAFANA_NAMESPACE"))
+    if api == "legacy":
+        return CountingLegacy(connection)
+    if not isinstance(chosen, ResourceApi):
+        pytest.skip("this Grafana does not offer /apis/dashboard.grafana.app v1 or v1beta1 (Grafana <= 11)")
+    return CountingResource(connection, api_version=chosen.api_version, namespace=chosen.namespace)
+
+
+@pytest.mark.parametrize("api", ["legacy", "resource"])
+def test_publish_contract_against_real_grafana(api):
+    client = live_client(api)
     folder = f"llmdash-test-{uuid.uuid4().hex[:8]}"
     options = PublishOptions(folder_uid=folder, folder_title=f"llmdash test {folder}")
     dashboard = live_dashboard(folder)
@@ -63,10 +82,21 @@ def test_publish_contract_against_real_grafana():
 
         live = client.get_dashboard(dashboard["uid"])
         edited = {**live.dashboard, "description": "edited in the UI during an incident"}
-        client.save_dashboard(edited, folder_uid=folder, version=live.version, overwrite=False, message="UI edit")
+        client.save_dashboard(edited, folder_uid=folder, version=live.version, overwrite=False, message="UI edit",
+                              resource_version=live.resource_version)
         lines: list[str] = []
         assert publish({"vllm": dashboard}, client, options, echo=lines.append) == EXIT_DRIFT
         assert "edited in the UI during an incident" in "\n".join(lines)
+
+        # An edit after our read: Grafana itself must refuse the stale write (412 on /api, 409 on /apis).
+        stale = client.get_dashboard(dashboard["uid"])
+        client.save_dashboard({**stale.dashboard, "description": "second edit"}, folder_uid=folder,
+                              version=stale.version, overwrite=False, message="UI edit",
+                              resource_version=stale.resource_version)
+        with pytest.raises(VersionMismatch):
+            client.save_dashboard({**stale.dashboard, "description": "lost update"}, folder_uid=folder,
+                                  version=stale.version, overwrite=False, message="stale",
+                                  resource_version=stale.resource_version)
 
         forced = PublishOptions(folder_uid=folder, folder_title=options.folder_title, force=True)
         assert publish({"vllm": dashboard}, client, forced, echo=quiet.append) == EXIT_OK

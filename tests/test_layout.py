@@ -69,7 +69,8 @@ def test_layout_command_with_base_revision(repo, tmp_path, monkeypatch):  # noqa
     out = tmp_path / "pictures" / "vllm.png"
     result = CliRunner().invoke(cli_review.layout_command, ["vllm", "--out", str(out), "--base", "HEAD~1"])
     assert result.exit_code == 0, result.output
-    assert result.output == f"wrote {out}\nhighlighted 1 changed panel(s)\n  {ITL_WHERE}\n"
+    assert result.stdout == f"wrote {out}\nhighlighted 1 changed panel(s)\n  {ITL_WHERE}\n"
+    assert result.stderr == "building the working tree...\nbuilding revision HEAD~1...\n"
     assert _png_size(out)[0] == 2400
 
 
@@ -77,7 +78,7 @@ def test_layout_command_unknown_dashboard(repo, monkeypatch):  # noqa: F811
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(cli_review.layout_command, ["vlm", "--out", "x.png"])
     assert result.exit_code == 2
-    assert result.output == "error: unknown dashboard 'vlm' (built: vllm)\n"
+    assert result.stderr.splitlines()[-1] == "error: unknown dashboard 'vlm' (built: vllm)"
 
 
 def test_panel_moved_to_another_row_is_highlighted_on_both_sides():

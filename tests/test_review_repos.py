@@ -65,5 +65,6 @@ def test_llmdash_source_with_one_config_for_both_sides_reports_no_change(tmp_pat
 
     own = llmdash("diff", "HEAD", cwd=clone)
     assert own.returncode == 1
+    assert own.stderr == "building revision HEAD...\nbuilding the working tree...\n"  # progress, not silence
     assert own.stdout.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
     assert 'cluster="eu-1"' in own.stdout

@@ -6,6 +6,7 @@ prompts, paused-gauge blips, TP-rank duplicates)."""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -19,6 +20,7 @@ from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, SIGN
 from tests import rule_scenarios as sc
 from tests.rule_scenarios import Replica
 
+ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
 RULES = build_rule_files(Config())
 NAMES = RecordedNames(Config())
@@ -206,11 +208,17 @@ def test_alert_labels_are_the_aggregation_labels_only():
         for rule in model["groups"][0]["rules"]:
             assert "engine" not in rule["labels"] and rule["labels"]["llm_engine"] == engine
             assert "job=" not in rule["expr"] and "namespace=" not in rule["expr"]
+
+
+def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the_file():
+    for model in RULES.values():
+        for rule in model["groups"][0]["rules"]:
             if "alert" in rule:
                 assert set(rule["labels"]) <= {"llm_engine", "severity", "signal"}
                 assert "recompute_side" not in rule["expr"]
                 assert "runbook_url" not in rule["annotations"], "a relative runbook link nobody can open"
                 assert f"docs/runbooks/{rule['alert']}.md" in rule["annotations"]["description"]
+                assert (ROOT / "docs/runbooks" / f"{rule['alert']}.md").is_file()
 
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():

@@ -8,7 +8,8 @@ import click
 
 from llmdash import build as builder
 from llmdash.config import load_config
-from llmdash.engines.catalog import ROLES, load_all
+from llmdash.engines.catalog import load_all
+from llmdash.engines.summary import engine_table
 
 
 def config_of(ctx: click.Context):
@@ -21,7 +22,8 @@ def config_of(ctx: click.Context):
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the output directory is stale.")
 @click.pass_context
 def build_command(ctx: click.Context, out: Path, check: bool) -> None:
-    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/."""
+    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/, and the same as a
+    monitoring mixin into OUT/mixin/ (prometheus_alerts.yaml, prometheus_rules.yaml, dashboards_out/)."""
     files = builder.generated_files(config_of(ctx))
     if check:
         builder.check(files, out)
@@ -45,7 +47,6 @@ def rules_command(ctx: click.Context, out: Path) -> None:
 
 @click.command("engines")
 def engines_command() -> None:
-    """List the engines and which signals each one offers."""
-    for name, spec in load_all().items():
-        offered = ", ".join(role for role in ROLES if spec.has(role))
-        click.echo(f"{name} ({spec.title}, {spec.versions}): {offered}")
+    """Print a markdown table of the engines: versions covered, and the series that feed throughput,
+    latency histograms and the preemption signal."""
+    click.echo(engine_table(load_all()))

@@ -10,13 +10,15 @@ import os
 import sys
 
 import click
+import urllib3
 
-from llmdash.build import build_dashboards
-from llmdash.config import load_config
-from llmdash.delivery.grafana import LegacyApi, resolve_connection
+from llmdash.build import build_dashboards, build_rule_files
+from llmdash.config import DNS1123_LABEL, load_config
+from llmdash.delivery.grafana import API_CHOICES, connect, resolve_connection
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
 from llmdash.delivery.publish import PublishOptions, git_revision, publish
 from llmdash.errors import LlmdashError
+from llmdash.inputs import shorten
 
 
 def _selected(config, names: tuple[str, ...]) -> dict[str, dict]:
@@ -32,8 +34,8 @@ def _config(ctx: click.Context, config_path: str | None):
     return load_config(config_path or (ctx.obj or {}).get("config_path"))
 
 
-def _fail(error: LlmdashError) -> None:
-    click.echo(f"error: {error}", err=True)
+def _fail(error: LlmdashError, scrub=str) -> None:
+    click.echo(scrub(f"error: {error}"), err=True)
     sys.exit(error.exit_code)
 
 
@@ -47,58 +49,87 @@ def _fail(error: LlmdashError) -> None:
 @click.option("--ca-cert", type=click.Path(dir_okay=False), help="CA bundle to verify Grafana's TLS certificate")
 @click.option("--insecure", is_flag=True, help="Skip TLS verification (explicit opt-out)")
 @click.option("--connect-timeout", type=float, help="Seconds to wait for a connection (default 5)")
-@click.option("--read-timeout", type=float, help="Seconds to wait for an answer (default 30)")
+@click.option("--read-timeout", type=float, help="Seconds to wait for each read of an answer (default 30)")
+@click.option("--deadline", type=float,
+              help="Seconds one request may take in all: connect, headers and body (default 60)")
 @click.option("--retries", type=click.IntRange(0, 10), default=3, show_default=True,
               help="Retries on connection errors and 5xx")
 @click.option("--retry-backoff", type=click.FloatRange(0, 60), default=0.5, show_default=True,
               help="First pause between retries in seconds; doubles each time")
+@click.option("--api", type=click.Choice(API_CHOICES), help="Dashboard API: legacy /api, resource "
+              "/apis/dashboard.grafana.app (Grafana 12+), or auto: resource where offered (default grafana.api, auto)")
+@click.option("--namespace", help="Resource API namespace (default: from the org, default or org-<id>; "
+              "Grafana Cloud: stacks-<id>)")
 @click.option("--dry-run", is_flag=True, help="Show what would be created, updated or refused; write nothing")
 @click.option("--force", is_flag=True, help="Overwrite dashboards edited in Grafana since the last publish")
 @click.option("--annotate", is_flag=True, help="Post a Grafana annotation tagged with the git revision")
 @click.pass_context
 def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder_title, ca_cert, insecure,
-                    connect_timeout, read_timeout, retries, retry_backoff, dry_run, force, annotate):
+                    connect_timeout, read_timeout, deadline, retries, retry_backoff, api, namespace, dry_run, force,
+                    annotate):
     """Publish the built dashboards to Grafana.
 
     Exit codes: 0 published or unchanged, 1 a dashboard was refused (edited in Grafana,
     provisioned, conflict), 2 usage/config/invalid dashboard, 3 Grafana or network error.
     Credentials: GRAFANA_TOKEN, --token-file, or GRAFANA_USER + GRAFANA_PASSWORD.
     """
+    connection = None
     try:
         config = _config(ctx, config_path)
         settings = config.grafana
         connection = resolve_connection(
             settings, os.environ, url=url, token_file=token_file, ca_cert=ca_cert, insecure=insecure,
-            connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, backoff_base=retry_backoff)
+            connect_timeout=connect_timeout, read_timeout=read_timeout, deadline=deadline, retries=retries,
+            backoff_base=retry_backoff)
         dashboards = _selected(config, names)
         if connection.verify is False:
             click.echo("warning: TLS verification is off (--insecure or grafana.verify_tls: false)", err=True)
+            # That line says it once; urllib3 would add a multi-line warning for every request.
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         options = PublishOptions(folder_uid=folder_uid or settings.folder_uid,
                                  folder_title=folder_title or settings.folder_title,
                                  force=force, dry_run=dry_run, annotate=annotate, revision=git_revision())
-        code = publish(dashboards, LegacyApi(connection), options, echo=click.echo)
+        namespace = namespace or settings.namespace
+        if namespace is not None and not DNS1123_LABEL.match(namespace):
+            raise LlmdashError(f"--namespace {shorten(namespace)} is not a namespace like default, org-2 or stacks-12345")
+        backend = connect(connection, api or settings.api, namespace)
+        # Every line goes out scrubbed: a hostile Grafana may echo the token in any field.
+        echo = lambda line: click.echo(connection.scrub(line))  # noqa: E731
+        echo(f"dashboard API: {backend.description}")
+        code = publish(dashboards, backend, options, echo=echo)
     except LlmdashError as error:
-        _fail(error)
+        _fail(error, connection.scrub if connection else str)
     ctx.exit(code)
 
 
 @click.command("provision")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
+@click.option("--format", "layout", type=click.Choice(["files", "kubernetes"]), default="files", show_default=True,
+              help="files: Grafana file provisioning; kubernetes: ConfigMaps, GrafanaDashboards, PrometheusRules")
 @click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
-              help="Where Grafana will see the dashboard files (the provider's options.path)")
+              help="Where Grafana will see the dashboard files (the provider's options.path; --format files)")
 @click.pass_context
-def provision_command(ctx, directory, config_path, grafana_path):
-    """Write a Grafana file-provisioning layout to DIRECTORY.
+def provision_command(ctx, directory, config_path, layout, grafana_path):
+    """Write a Grafana file-provisioning layout, or Kubernetes manifests, to DIRECTORY.
 
-    DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it under
-    /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
+    --format files: DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it
+    under /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
     (mount them at --grafana-path).
+
+    --format kubernetes: DIRECTORY/sidecar (ConfigMaps for the Grafana sidecar),
+    DIRECTORY/grafana-operator (GrafanaDashboards), DIRECTORY/prometheus-operator
+    (PrometheusRules), each with a kustomization.yaml; settings under `kubernetes:` in the config.
     """
     try:
         config = _config(ctx, config_path)
-        written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
-                                     folder_title=config.grafana.folder_title, grafana_path=grafana_path)
+        if layout == "kubernetes":
+            from llmdash.delivery.kubernetes import write_manifests
+            written = write_manifests(build_dashboards(config), build_rule_files(config), directory,
+                                      config.kubernetes)
+        else:
+            written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
+                                         folder_title=config.grafana.folder_title, grafana_path=grafana_path)
     except LlmdashError as error:
         _fail(error)
     for line in written:

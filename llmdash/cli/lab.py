@@ -139,7 +139,7 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
     engine_ids = tuple(engine_ids) or config.engine_ids
     outcomes = bench.run(engine_ids, config, seed, tuple(scenario_names) or bench.SCENARIOS,
                          progress=lambda message: click.echo(message, err=True))
-    text = bench.table(outcomes, engine_ids)
+    text = bench.table(outcomes, engine_ids, config)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     click.echo(text + f"\nwritten to {out}")

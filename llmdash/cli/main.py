@@ -1,7 +1,7 @@
 """The `llmdash` command line: a thin group whose commands load only when run.
 
-Every user-caused failure is an `LlmdashError`: one line on stderr, its exit code
-(0 ok, 1 drift or refusal, 2 usage or config, 3 Grafana or network), no traceback.
+Every user-caused failure is an `LlmdashError` or a click usage error: one line on stderr,
+its exit code (0 ok, 1 drift or refusal, 2 usage or config, 3 Grafana or network), no traceback.
 `llmdash --help` imports no command module, so it stays fast whatever the commands need.
 """
 
@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from llmdash.errors import LlmdashError
+from llmdash.errors import EXIT_USAGE, LlmdashError
 
 # name -> (module, attribute, one-line help shown by `llmdash --help` without importing the module)
 COMMANDS = {
@@ -45,6 +45,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
+@click.version_option(package_name="llmdash", prog_name="llmdash", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Config file (default: ./llmdash.yaml if present, else built-in defaults).")
 @click.pass_context
@@ -59,12 +60,20 @@ def main() -> None:
     except LlmdashError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except (RecursionError, UnicodeError, MemoryError) as exc:
+        # The parsers bound their input; this is the last guard, so a miss is still one line, exit 2.
+        click.echo(f"error: input too large, too deeply nested or not valid text ({type(exc).__name__})", err=True)
+        sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -12,12 +12,11 @@ Grafana then owns the dashboards from the files: UI and API saves are refused, s
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import yaml
 
+from llmdash.atomic import regular_file_text, update_tree
 from llmdash.delivery.publish import check_all
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
@@ -49,8 +48,8 @@ def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, fo
                        grafana_path: str = DEFAULT_GRAFANA_PATH) -> list[str]:
     """Write the layout; returns one line per file written or removed.
 
-    Everything is validated and rendered before the first write, and each file is
-    replaced atomically, so a failure never leaves a half-written layout.
+    Everything is validated and rendered before the first write, and DIRECTORY is replaced
+    as a whole (`llmdash.atomic`), so a failure or an interrupt never leaves a half-written layout.
     """
     check_all(dashboards)
     if not grafana_path.startswith("/"):
@@ -60,42 +59,25 @@ def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, fo
     if root.exists() and not root.is_dir():
         raise LlmdashError(f"{root} exists and is not a directory", EXIT_USAGE)
 
-    files = {PROVIDER_FILE: yaml.safe_dump(provider(folder_uid, folder_title, grafana_path), sort_keys=False)}
+    files = {str(PROVIDER_FILE): yaml.safe_dump(provider(folder_uid, folder_title, grafana_path), sort_keys=False)}
     for stem, dashboard in sorted(dashboards.items()):
         model = {**dashboard, "id": None}
         model.pop("version", None)
-        files[DASHBOARD_DIR / f"{stem}.json"] = json.dumps(model, sort_keys=True, indent=2) + "\n"
+        files[str(DASHBOARD_DIR / f"{stem}.json")] = json.dumps(model, sort_keys=True, indent=2) + "\n"
 
-    report = []
-    try:
-        for relative, text in files.items():
-            _write_atomic(root / relative, text)
-            report.append(f"wrote {root / relative}")
-        for stale in sorted((root / DASHBOARD_DIR).glob("*.json")):
-            if stale.relative_to(root) not in files and _is_ours(stale):
-                stale.unlink()
-                report.append(f"removed {stale} (no longer built)")
-    except OSError as exc:
-        raise LlmdashError(f"cannot write provisioning layout in {root}: {exc.strerror}", EXIT_USAGE) from None
-    return report
+    def plan(tree: Path) -> tuple[dict[str, str], list[str]]:
+        stale = [str(path.relative_to(tree)) for path in sorted((tree / DASHBOARD_DIR).glob("*.json"))
+                 if str(path.relative_to(tree)) not in files and _is_ours(path)]
+        return files, stale
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    _, removed = update_tree(root, plan)
+    return [f"wrote {root / relative}" for relative in files] + \
+        [f"removed {root / relative} (no longer built)" for relative in removed]
 
 
 def _is_ours(path: Path) -> bool:
     """Only files llmdash generated (uid llmdash-*) are pruned; a user's own file stays."""
     try:
-        return str(json.loads(path.read_text(encoding="utf-8")).get("uid", "")).startswith("llmdash-")
-    except (OSError, ValueError, AttributeError):
+        return str(json.loads(regular_file_text(path) or "{}").get("uid", "")).startswith("llmdash-")
+    except (ValueError, AttributeError):
         return False

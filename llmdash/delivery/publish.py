@@ -11,7 +11,8 @@ or the stamp is gone, someone changed it in Grafana since our last publish and w
 refuse unless `--force`. A tag survives UI saves (unknown top-level keys would not:
 the frontend drops them), needs no state file, and works from any checkout or CI
 runner. The live version sent with `overwrite: false` catches the remaining race,
-an edit between our GET and our POST, as a 412.
+an edit between our GET and our POST, as a 412 (on the resource API, the
+`resourceVersion` read with the GET turns the same race into a 409).
 
 Exit codes: 0 all published or unchanged, 1 a dashboard was refused (edited in
 Grafana, provisioned, title clash, concurrent edit), 2 usage/config/invalid dashboard,
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from llmdash.review.diff import diff_dashboard, normalise, render_text
-from llmdash.delivery.grafana import GrafanaBackend, Refused, RemoteDashboard
+from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.dashboards.fleet import FLEET
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard
 from llmdash.engines.catalog import load_engine
@@ -200,7 +201,8 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend,
         return _refused(options, name, uid, remote, f"{why}; publishing would lose (- live, + this build):"), changes
     if options.dry_run:
         return Outcome(name, uid, WOULD_UPDATE, remote.version, "over edits made in Grafana" if drifted else ""), changes
-    outcome = _save(name, dashboard, backend, options, version=remote.version, created=False, message=message)
+    outcome = _save(name, dashboard, backend, options, version=remote.version, created=False, message=message,
+                    resource_version=remote.resource_version)
     if drifted and outcome.result == UPDATED:
         outcome = Outcome(name, uid, UPDATED, outcome.version, "--force: overwrote edits made in Grafana")
     return outcome, changes
@@ -219,14 +221,37 @@ def _refused(options: PublishOptions, name: str, uid: str, remote: RemoteDashboa
 
 
 def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishOptions, *, version: int,
-          created: bool, message: str) -> Outcome:
+          created: bool, message: str, resource_version: str = "") -> Outcome:
     uid = dashboard["uid"]
+    result = CREATED if created else UPDATED
     try:
         saved = backend.save_dashboard(stamped(dashboard), folder_uid=options.folder_uid, version=version,
-                                       overwrite=options.force, message=message)
-    except Refused as refusal:
-        return Outcome(name, uid, REFUSED, None, str(refusal))
-    return Outcome(name, uid, CREATED if created else UPDATED, saved.version)
+                                       overwrite=options.force, message=message, resource_version=resource_version)
+    except GrafanaError as failure:
+        # A POST Grafana applied but answered 5xx or reset is retried and then meets its own
+        # version (412), or gives up: what Grafana now holds decides whether it was saved.
+        if isinstance(failure, Refused) and not isinstance(failure, VersionMismatch):
+            return Outcome(name, uid, REFUSED, None, str(failure))
+        landed = _landed(backend, dashboard, options)
+        if landed is not None:
+            return Outcome(name, uid, result, landed.version,
+                           f"saved, although Grafana answered: {failure}; re-reading it shows this build")
+        if isinstance(failure, VersionMismatch):
+            return Outcome(name, uid, REFUSED, None, str(failure))
+        raise
+    return Outcome(name, uid, result, saved.version)
+
+
+def _landed(backend: GrafanaBackend, dashboard: dict, options: PublishOptions) -> RemoteDashboard | None:
+    """The live dashboard when it is exactly what this publish sent (our stamp, unedited, our folder)."""
+    try:
+        remote = backend.get_dashboard(dashboard["uid"])
+    except GrafanaError:
+        return None
+    if (remote is None or remote.folder_uid != options.folder_uid
+            or stamp_of(remote.dashboard) != content_hash(dashboard) or edited_since_publish(remote.dashboard)):
+        return None
+    return remote
 
 
 # ---------------------------------------------------------------- reporting

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from llmdash.config import Config
-from llmdash.rules.generate import ALERT_NAMES, build_rules, rule_scope
+from llmdash.rules.generate import ALERT_NAMES, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, build_rules, rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import EngineSpec, load_engine
 from llmdash.errors import EXIT_REMOTE, LlmdashError
@@ -31,6 +31,8 @@ from llmdash.panels.signals import ENGINE_LABEL, Signals
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"
 NAIVE_ALERTS = (NAIVE_THROUGHPUT_DROP, NAIVE_STATIC_LATENCY)
+# What an engine lacks when its rule file has no such alert.
+MISSING_SIGNAL = {PREEMPTIONS_HIGH: "preemption metric", TTFT_HIGH: "TTFT histogram", ITL_HIGH: "ITL or TPOT histogram"}
 SCENARIOS = ("kv-collapse", "load-ramp", "idle", "restart", "steady")
 STEP_S = int(scenarios.SCRAPE_INTERVAL_S)
 OPENMETRICS_SAMPLE = re.compile(r"^(?P<series>[^\s{]+(?:\{.*\})?) (?P<value>\S+) (?P<ts>\S+)$")
@@ -187,20 +189,27 @@ def _cell(outcome: Outcome, alert: str) -> str:
     return f"FALSE ({first / 60:+.1f} min)"
 
 
-def table(outcomes: list[Outcome], engines: tuple[str, ...]) -> str:
+def alerts_in_rules(spec: EngineSpec, config: Config) -> set[str]:
+    """The alerts the engine's generated rule file contains."""
+    return {rule["alert"] for group in build_rules(spec, config)["groups"] for rule in group["rules"]
+            if "alert" in rule}
+
+
+def table(outcomes: list[Outcome], engines: tuple[str, ...], config: Config) -> str:
     """Markdown: one row per engine and alert, one column per scenario.
 
     kv-collapse cells are delays from the first preemption of the collapsing model (the KV budget
-    exceeded); other cells say whether the alert fired at all (any firing there is false)."""
+    exceeded); other cells say whether the alert fired at all (any firing there is false). An alert
+    the engine's rule file does not contain is "n/a", never "missed"."""
     names = [s for s in SCENARIOS if any(o.scenario == s for o in outcomes)]
     header = "| engine | alert | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names) + "\n"
     lines = []
     for engine in engines:
-        spec = load_engine(engine)
+        present = alerts_in_rules(load_engine(engine), config)
         for alert in ALERT_NAMES + NAIVE_ALERTS:
             row = {o.scenario: o for o in outcomes if o.engine == engine}
-            if alert == "LLMServingPreemptionsHigh" and not spec.has("preemptions"):
-                cells = ["n/a (no preemption metric)"] * len(names)
+            if alert in ALERT_NAMES and alert not in present:
+                cells = [f"n/a (engine has no {MISSING_SIGNAL.get(alert, 'such alert')})"] * len(names)
             else:
                 cells = [_cell(row[name], alert) for name in names]
             lines.append(f"| {engine} | {alert} | " + " | ".join(cells) + " |")

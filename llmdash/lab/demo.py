@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from llmdash.build import build_dashboards
-from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard
+from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard, seconds
 from llmdash.lab.promserver import PrometheusServer, load_scenarios
 from llmdash.lab.render import render_dashboard
 from llmdash.engines.catalog import load_engine
@@ -88,12 +88,15 @@ def run_demo(config, out_dir: Path, seed: int = 1, progress: Callable[[str], Non
         server.start()
         say(f"local Prometheus ready on {server.url}")
         start = window.onset - SHOWN_BEFORE_ONSET_S
+        # the data starts with the scenario: the divergence baseline is whole one baseline window later
+        warmup_end = window.start + seconds(config.divergence.baseline_window)
         paths, summaries = [], []
         for engine in engines:
             result = evaluate_dashboard(dashboards[engine], server, start, window.end, STEP_S)
-            heading = (f"{dashboards[engine].get('title', engine)} — simulated {SCENARIO}, x axis: minutes from the "
-                       "onset; shaded: Divergence (red), Preemption (orange)")
-            paths.append(render_dashboard(result, out_dir / f"{engine}.png", window.onset, heading))
+            heading = (f"{dashboards[engine].get('title', engine)} — simulated {SCENARIO}, "
+                       "x axis: minutes from the onset (dashed)")
+            paths.append(render_dashboard(result, out_dir / f"{engine}.png", window.onset, heading,
+                                          load_engine(engine), warmup_end))
             summaries.append(summarise(engine, result, window.onset, window.end))
             say(f"wrote {paths[-1]}")
     finally:

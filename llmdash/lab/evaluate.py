@@ -118,6 +118,8 @@ class PanelResult:
     grid: dict
     unit: str | None
     targets: list[TargetResult] = field(default_factory=list)
+    defaults: dict = field(default_factory=dict)   # fieldConfig.defaults: thresholds, min/max, decimals
+    options: dict = field(default_factory=dict)    # panel options: colorMode, content of a text panel
 
 
 @dataclass
@@ -128,6 +130,7 @@ class DashboardResult:
     annotations: dict[str, list[Region]]
     start: float
     end: float
+    colours: dict[str, str] = field(default_factory=dict)   # annotation name -> its iconColor
 
     def panel(self, title: str, row: str | None = None) -> PanelResult:
         for p in self.panels:
@@ -187,8 +190,9 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
             continue
         if panel_filter and not panel_filter(row, panel):
             continue
+        defaults = panel.get("fieldConfig", {}).get("defaults", {})
         result = PanelResult(panel.get("id"), panel.get("type"), panel.get("title", ""), row, panel["gridPos"],
-                             panel.get("fieldConfig", {}).get("defaults", {}).get("unit"))
+                             defaults.get("unit"), defaults=defaults, options=panel.get("options", {}))
         for target in panel.get("targets", []):
             if not target.get("expr") or target.get("hide"):
                 continue
@@ -198,6 +202,7 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
                                                target.get("legendFormat", "")))
         panels.append(result)
     regions: dict[str, list[Region]] = {}
+    colours: dict[str, str] = {}
     if annotations:
         for ann in dashboard.get("annotations", {}).get("list", []):
             target = ann.get("target") or {}
@@ -207,4 +212,5 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
             expr = substitute(target["expr"], variables, ann_step, range_s, scrape_s)
             series = _series(server.query_range(expr, start, end, ann_step))
             regions[ann["name"]] = to_regions(ann["name"], series, ann_step)
-    return DashboardResult(dashboard.get("uid", ""), dashboard.get("title", ""), panels, regions, start, end)
+            colours[ann["name"]] = ann.get("iconColor", "")
+    return DashboardResult(dashboard.get("uid", ""), dashboard.get("title", ""), panels, regions, start, end, colours)

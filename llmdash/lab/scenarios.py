@@ -1,7 +1,7 @@
 """Named, parameterised traffic scenarios and the driver that turns them into scrapes.
 
 Each scenario keeps at least 75 minutes of steady traffic before its onset, because the
-divergence signal compares a 5-minute p99 with the same p99 over the trailing hour.
+divergence signal compares a 5-minute p99 with the median of that p99 over the trailing hour.
 
 - ``steady``: constant traffic (nothing should fire);
 - ``kv-collapse``: the prompts of the first model grow until its KV budget is exceeded;

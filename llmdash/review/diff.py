@@ -633,6 +633,50 @@ def _label(kind: str, detail: str) -> str:
     return f"{kind} [{detail}]" if detail else kind
 
 
+LONG_TEXT = 80          # characters: a longer text value is shown as a word diff, not as two paragraphs
+WORD_DIFF_KEY = "word diff: [-old-] {+new+}"
+WORD_CONTEXT = 5        # unchanged words kept on each side of a change
+
+
+def _is_long(change: Change) -> bool:
+    """A text change (description, summary, ...) too long to read as two whole values side by side."""
+    if change.before is None or change.after is None:
+        return False
+    return max(len(change.before), len(change.after)) > LONG_TEXT or "\n" in change.before + change.after
+
+
+def word_diff(before: str, after: str, context: int = WORD_CONTEXT) -> list[str]:
+    """One line per changed stretch of words, `[-removed-]{+added+}` inside a few unchanged words;
+    "…" marks what was left out."""
+    old, new = before.split(), after.split()
+    hunks = []
+    for group in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_grouped_opcodes(context):
+        parts = ["…"] if group[0][1] > 0 else []
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                parts.append(" ".join(old[i1:i2]))
+                continue
+            if i2 > i1:
+                parts.append("[-" + " ".join(old[i1:i2]) + "-]")
+            if j2 > j1:
+                parts.append("{+" + " ".join(new[j1:j2]) + "+}")
+        if group[-1][2] < len(old):
+            parts.append("…")
+        hunks.append(" ".join(parts))
+    return hunks or ["(whitespace only)"]
+
+
+def _sides(change: Change) -> str:
+    """Which side a value shown on one line is from, unless the kind already says it."""
+    if change.kind.endswith(("-added", "-removed")):
+        return ""
+    if change.before is None:
+        return " (added)"
+    if change.after is None:
+        return " (removed)"
+    return " (old -> new)"
+
+
 def _values(change: Change, show) -> str:
     if change.before is None:
         return show(change.after)
@@ -647,13 +691,17 @@ def render_text(name: str, changes: list[Change]) -> str:
     for header, group in _grouped(changes).items():
         lines.append(f"  {header}")
         for detail, change in group:
+            label = _label(change.kind, detail)
             if change.kind == "expr":
-                lines.append(f"    {_label('expr', detail)}:")
+                lines.append(f"    {label} (- old, + new):")
                 lines.append(f"      - {_absent(change.before)}")
                 lines.append(f"      + {_absent(change.after)}")
                 lines += _caret("        ", change)
+            elif _is_long(change):
+                lines.append(f"    {label} ({WORD_DIFF_KEY}):")
+                lines += [f"      {hunk}" for hunk in word_diff(change.before, change.after)]
             else:
-                lines.append(f"    {_label(change.kind, detail)}: {_values(change, str)}")
+                lines.append(f"    {label}{_sides(change)}: {_values(change, str)}")
     return "\n".join(lines) + "\n"
 
 
@@ -666,10 +714,14 @@ def render_markdown(name: str, changes: list[Change]) -> str:
             label = _escape_md(_label(change.kind, detail))
             if change.kind == "expr":
                 fence = _fence(change.before, change.after)
-                lines += [f"- {label}:", "", f"  {fence}diff", f"  - {_absent(change.before)}",
+                lines += [f"- {label} (- old, + new):", "", f"  {fence}diff", f"  - {_absent(change.before)}",
                           f"  + {_absent(change.after)}", *_caret("    ", change), f"  {fence}"]
+            elif _is_long(change):
+                lines.append(f"- {label} ({_escape_md(WORD_DIFF_KEY)}):")
+                lines += [f"  - {_code(hunk)}" for hunk in word_diff(change.before, change.after)]
             else:
-                lines.append(f"- {label}: {_values(change, _code).replace(' -> ', ' → ')}")
+                lines.append(f"- {label}{_sides(change).replace(' -> ', ' → ')}: "
+                             f"{_values(change, _code).replace(' -> ', ' → ')}")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 

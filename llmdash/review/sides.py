@@ -32,7 +32,8 @@ from llmdash.review.diff import BuildOutput, load_output
 BUILD_TIMEOUT_SECONDS = 600
 CONFIG_FILE = "llmdash.yaml"
 # Runs a tree's own CLI. Editable-install import hooks are dropped first: they would otherwise
-# fill any module missing from an old revision with the working tree's copy.
+# fill any module missing from an old revision with the working tree's copy. It runs with -P: the
+# project directory it runs in may hold an `llmdash/` folder that is not the installed layout.
 OWN_CODE_BUILD = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path"
                   " if not getattr(f, '__module__', '').startswith('__editable__')]; "
                   "from {module} import {function}; sys.argv[0] = 'llmdash'; {function}()")
@@ -119,6 +120,8 @@ def _side_config(project: Path, override: Path | None, committed_label: str) -> 
 
 
 def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str) -> None:
+    # A build of an old revision takes seconds; say what is happening rather than sit silent.
+    print(f"building {label}...", file=sys.stderr, flush=True)
     if _is_llmdash_source(tree):
         _build_with_own_code(tree, project, out, config, label)
     else:
@@ -158,7 +161,6 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         config_args = ["--config", str(config)] if config else []
         code = OWN_CODE_BUILD.format(module=module, function=function)
         try:
-            # -P: the project directory (cwd) must not shadow the staged packages, e.g. its own llmdash/ folder
             result = subprocess.run([sys.executable, "-P", "-c", code, *config_args, "build", "--out", str(out)],
                                     cwd=project if project.is_dir() else tree, env=env, capture_output=True,
                                     text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False)
@@ -170,7 +172,8 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
 
 
 def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
-    """Mirror the import layout setuptools would install (`packages` + `package-dir`) with symlinks."""
+    """Mirror the import layout setuptools would install (`packages` + `package-dir`) with symlinks;
+    folders that are not packages (package data such as dashboards/grafana_schema/) come along whole."""
     package_dir = setuptools.get("package-dir", {})
     packages = setuptools.get("packages") or sorted(p.name for p in tree.iterdir() if (p / "__init__.py").is_file())
     for package in packages:
@@ -179,7 +182,8 @@ def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             for entry in source.iterdir():
-                if entry.is_file() and not (target / entry.name).exists():
+                is_data_folder = entry.is_dir() and not (entry / "__init__.py").exists()
+                if (entry.is_file() or is_data_folder) and not (target / entry.name).exists():
                     (target / entry.name).symlink_to(entry)
 
 

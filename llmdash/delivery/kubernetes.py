@@ -1,0 +1,118 @@
+"""Kubernetes manifests for where SREs deploy: the Grafana sidecar, grafana-operator, prometheus-operator.
+
+Layout written under DIR, one kustomization per consumer so each can be applied on its own:
+
+    DIR/kustomization.yaml                              the three below
+    DIR/sidecar/llmdash-<engine>.yaml                   ConfigMap, data <engine>.json (kube-prometheus-stack sidecar)
+    DIR/grafana-operator/llmdash-<engine>.yaml          GrafanaDashboard (grafana.integreatly.org/v1beta1)
+    DIR/prometheus-operator/llmdash-<engine>.yaml       PrometheusRule (monitoring.coreos.com/v1)
+    DIR/<each>/kustomization.yaml                       its files, with the namespace
+
+The dashboard JSON inside is exactly generated/dashboards/<engine>.json and the rule groups exactly
+generated/rules/<engine>.rules.yaml, from the same build. Everything is rendered and checked
+before the first write (a dashboard too big for a ConfigMap refuses the whole run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from llmdash.build import render_json, write
+from llmdash.delivery.publish import check_all
+from llmdash.errors import EXIT_USAGE, LlmdashError
+
+# ValidateConfigMap (kubernetes pkg/apis/core/validation) sums the byte lengths of the data and
+# binaryData values and refuses more than MaxSecretSize, 1 MiB.
+CONFIGMAP_MAX_BYTES = 1024 * 1024
+SIDECAR, OPERATOR, RULES = "sidecar", "grafana-operator", "prometheus-operator"
+MANAGED = {SIDECAR: ".yaml", OPERATOR: ".yaml", RULES: ".yaml"}
+KUSTOMIZATION = "kustomization.yaml"
+COMMON_LABELS = {"app.kubernetes.io/managed-by": "llmdash"}
+
+
+def object_name(engine: str) -> str:
+    return f"llmdash-{engine}"
+
+
+def configmap(engine: str, dashboard_json: str, settings) -> dict:
+    metadata = {"name": object_name(engine), "namespace": settings.namespace,
+                "labels": {**COMMON_LABELS, **settings.dashboard_labels}}
+    if settings.folder_annotation:
+        metadata["annotations"] = {settings.folder_annotation: settings.folder}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {f"{engine}.json": dashboard_json}}
+
+
+def configmap_bytes(manifest: dict) -> int:
+    """What the API server counts against the 1 MiB limit: the UTF-8 bytes of every data value."""
+    return sum(len(value.encode("utf-8")) for value in manifest.get("data", {}).values())
+
+
+def grafana_dashboard(engine: str, dashboard_json: str, settings) -> dict:
+    return {
+        "apiVersion": "grafana.integreatly.org/v1beta1", "kind": "GrafanaDashboard",
+        "metadata": {"name": object_name(engine), "namespace": settings.namespace, "labels": dict(COMMON_LABELS)},
+        "spec": {"instanceSelector": {"matchLabels": dict(settings.instance_selector)}, "folder": settings.folder,
+                 "json": dashboard_json},
+    }
+
+
+def prometheus_rule(engine: str, rule_model: dict, settings) -> dict:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+        "metadata": {"name": object_name(engine), "namespace": settings.namespace,
+                     "labels": {**COMMON_LABELS, **settings.rule_labels}},
+        "spec": {"groups": rule_model["groups"]},
+    }
+
+
+def kustomization(namespace: str, resources: list[str]) -> dict:
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
+            "resources": sorted(resources)}
+
+
+def manifest_files(dashboards: dict[str, dict], rules: dict[str, dict], settings) -> dict[str, str]:
+    """Relative path under DIR -> YAML text; raises (exit 2) before anything is written."""
+    check_all(dashboards)
+    files: dict[str, dict] = {}
+    for engine, model in sorted(dashboards.items()):
+        text = render_json(model)
+        sidecar = configmap(engine, text, settings)
+        size = configmap_bytes(sidecar)
+        if size > CONFIGMAP_MAX_BYTES:
+            raise LlmdashError(f"dashboard {engine} is {size} bytes, over the {CONFIGMAP_MAX_BYTES}-byte ConfigMap "
+                               "limit; nothing was written", EXIT_USAGE)
+        files[f"{SIDECAR}/{object_name(engine)}.yaml"] = sidecar
+        files[f"{OPERATOR}/{object_name(engine)}.yaml"] = grafana_dashboard(engine, text, settings)
+    for engine, model in sorted(rules.items()):
+        files[f"{RULES}/{object_name(engine)}.yaml"] = prometheus_rule(engine, model, settings)
+    for folder in MANAGED:
+        listed = [path.split("/", 1)[1] for path in files if path.startswith(folder + "/")]
+        files[f"{folder}/{KUSTOMIZATION}"] = kustomization(settings.namespace, listed)
+    files[KUSTOMIZATION] = kustomization(settings.namespace, list(MANAGED))
+    return {path: render_yaml(manifest) for path, manifest in files.items()}
+
+
+def write_manifests(dashboards: dict[str, dict], rules: dict[str, dict], directory: str | Path,
+                    settings) -> list[str]:
+    """Write the layout; returns one line per file written or removed (stale llmdash manifests go)."""
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise LlmdashError(f"{root} exists and is not a directory", EXIT_USAGE)
+    files = manifest_files(dashboards, rules, settings)
+    changed = write(files, root, MANAGED)
+    return [f"{'wrote' if rel in files else 'removed'} {root / rel}" for rel in changed]
+
+
+class _BlockStrings(yaml.SafeDumper):
+    """Multi-line strings (the dashboard JSON) as `|` blocks, so the manifests stay readable in review."""
+
+
+_BlockStrings.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def render_yaml(manifest: dict) -> str:
+    return "# Generated by llmdash; do not edit.\n" + yaml.dump(
+        manifest, Dumper=_BlockStrings, sort_keys=False, width=10_000, allow_unicode=True)
