@@ -77,7 +77,8 @@ def changed(stem: str = "vllm") -> dict:
 
 
 def test_token_reflected_in_health_version_is_not_printed(grafana):
-    grafana.fail("GET", "/api/health", status=200, payload={"database": "ok", "version": f"11.6.0 {TOKEN}"})
+    # asked twice: once by API discovery, once by publish itself
+    grafana.fail("GET", "/api/health", status=200, payload={"database": "ok", "version": f"11.6.0 {TOKEN}"}, times=2)
     result = publish_cli(grafana.url, "vllm")
     assert_clean(result, EXIT_OK, TOKEN)
     assert "Grafana 11.6.0 ***" in result.stdout
@@ -341,7 +342,8 @@ def test_non_finite_timeout_in_config_is_a_usage_error(grafana, tmp_path):
     ("GET", "/api/folders/", [{"uid": "llm-serving"}], "did not answer JSON"),
 ])
 def test_server_json_of_unexpected_types_is_one_line(grafana, method, path, payload, expected):
-    grafana.fail(method, path, status=200, payload=payload)
+    # /api/health is asked twice: once by API discovery, once by publish itself
+    grafana.fail(method, path, status=200, payload=payload, times=2 if path == "/api/health" else 1)
     result = publish_cli(grafana.url, "vllm", "--retries", "0")
     if expected is None:
         assert_clean(result, EXIT_OK, TOKEN)
