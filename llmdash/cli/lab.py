@@ -74,7 +74,8 @@ def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
             restarted = advance(insts, scenario, t, restarted)
             for inst in insts:
                 inst.emitters[engine].scrape(t)
-            text = live_text([inst.emitters[engine] for inst in insts])
+            text = live_text([inst.emitters[engine] for inst in insts],
+                             [inst.replica.target_labels(engine, inst.model.name, live=True) for inst in insts])
         if not scenario.scraped(t):
             return 503, "scrape missed by the scenario\n"
         return 200, text
