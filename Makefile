@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-cost bench-build clean
 
 help:
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
@@ -12,7 +12,8 @@ help:
 	@echo "make dashboards    rebuild generated/ (commit the result)"
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
-	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
+	@echo "make bench-detect  detection delay (min/median/max over seeds 1-4) and false firings of the alerts vs naive baselines"
+	@echo "make bench-cost    samples and time of one dashboard load (20 and 200 instances) vs vLLM's overview dashboard"
 	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
 
 install: $(VENV)/.installed
@@ -54,6 +55,9 @@ layout: install
 
 bench-detect: install
 	$(LLMDASH) bench-detect --out out/bench-detect.md
+
+bench-cost: install
+	$(LLMDASH) bench-cost --out out/bench-cost.md
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

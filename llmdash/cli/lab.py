@@ -147,3 +147,23 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
     out.write_text(text)
     click.echo(text + "\n" + bench.summary(outcomes, engine_ids, config)
                + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
+
+
+@click.command("bench-cost")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-cost.md"),
+              show_default=True, help="Where to write the table (markdown).")
+@click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="vLLM's overview dashboard JSON (default: ../shared/anchors/vllm__vllm_overview.json).")
+@click.pass_context
+def bench_cost_command(ctx: click.Context, out: Path, anchor: Path | None) -> None:
+    """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
+    fleets of 20 and 200 instances in a local Prometheus, beside vLLM's own overview dashboard."""
+    from llmdash.lab import bench_cost
+
+    started = time.monotonic()
+    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor or bench_cost.ANCHOR,
+                                      progress=lambda message: click.echo(message, err=True))
+    text = bench_cost.table(rows, rule_costs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
