@@ -19,10 +19,13 @@ def test_step_and_rate_interval_follow_grafana():
 
 
 def test_queries_cover_nested_panels_and_annotations():
-    model = {"panels": [{"title": "row", "panels": [{"title": "p", "targets": [{"expr": "a"}]}]},
-                        {"title": "q", "targets": [{"expr": "b"}, {"refId": "no expr"}]}],
-             "annotations": {"list": [{"name": "Preemption", "target": {"expr": "c"}}, {"name": "builtin"}]}}
-    assert bench_cost.dashboard_queries(model) == [("q", "b"), ("p", "a"), ("annotation: Preemption", "c")]
+    model = {"panels": [{"title": "row", "panels": [{"title": "p", "targets": [{"expr": "a", "interval": "1m"}]}]},
+                        {"title": "q", "targets": [{"expr": "b", "instant": True}, {"refId": "no expr"}]}],
+             "annotations": {"list": [{"name": "Preemption", "target": {"expr": "c", "interval": "60s"}},
+                                      {"name": "builtin"}]}}
+    Q = bench_cost.Query
+    assert bench_cost.dashboard_queries(model) == [Q("q", "b", instant=True), Q("p", "a", min_step_s=60),
+                                                   Q("annotation: Preemption", "c", min_step_s=60)]
 
 
 def test_rule_levels_put_rules_after_the_series_they_read():
@@ -56,3 +59,4 @@ def test_one_load_is_measured_on_a_real_prometheus(tmp_path):
     assert rule_costs[2] > 0 and rule_costs[4] > rule_costs[2]
     text = bench_cost.table(rows, rule_costs, fleets)
     assert "| 2 | vllm | raw |" in text and "samples/min" in text
+    assert "| 2 | sglang |" not in text                                 # reads nothing on a vLLM fleet

@@ -53,19 +53,41 @@ def substitute(expr: str, range_s: float, step: int) -> str:
     return VARIABLE.sub(lambda m: builtins.get(m[1], ".*"), expr)
 
 
-def dashboard_queries(model: dict) -> list[tuple[str, str]]:
-    """(panel title or annotation name, expr) of every Prometheus target and annotation."""
+@dataclass(frozen=True)
+class Query:
+    """One query Grafana sends for a dashboard load."""
+
+    title: str
+    expr: str
+    instant: bool = False          # a table/stat target marked instant: one evaluation at the end
+    min_step_s: int = 0            # the target's (or panel's) `interval`: Grafana never steps finer
+
+
+def dashboard_queries(model: dict) -> list[Query]:
+    """Every Prometheus target of every panel (rows included) and every annotation query."""
     out = []
     panels = list(model.get("panels", []))
     while panels:
         panel = panels.pop(0)
         panels.extend(panel.get("panels", []))
-        out += [(panel.get("title", "?"), t["expr"]) for t in panel.get("targets", []) if t.get("expr")]
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                interval = target.get("interval") or panel.get("interval") or ""
+                out.append(Query(panel.get("title", "?"), target["expr"],
+                                 bool(target.get("instant")) and not target.get("range"), _step(interval)))
     for annotation in model.get("annotations", {}).get("list", []):
-        expr = (annotation.get("target") or {}).get("expr") or annotation.get("expr")
+        target = annotation.get("target") or {}
+        expr = target.get("expr") or annotation.get("expr")
         if expr:
-            out.append((f"annotation: {annotation.get('name')}", expr))
+            out.append(Query(f"annotation: {annotation.get('name')}", expr,
+                             min_step_s=_step(target.get("interval") or annotation.get("step") or "")))
     return out
+
+
+def _step(interval: str) -> int:
+    """Seconds of a Grafana min interval such as "60s" or "1m" (">" prefix allowed); 0 when unset."""
+    match = re.fullmatch(r">?(\d+)([smh])", interval.strip())
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
 
 
 def _series_names(spec: EngineSpec, anchor: dict | None) -> dict[str, tuple[str, tuple[float, ...] | None]]:
@@ -75,8 +97,8 @@ def _series_names(spec: EngineSpec, anchor: dict | None) -> dict[str, tuple[str,
     newest = spec.supported_to
     names = {m.name: (m.type, m.buckets) for m in spec.metrics.values() if m.exposed_in(newest, newest)}
     itl_buckets = spec.metrics["vllm:inter_token_latency_seconds"].buckets
-    for _, expr in dashboard_queries(anchor or {}):
-        for name in set(SELECTED_METRIC.findall(expr)):
+    for query in dashboard_queries(anchor or {}):
+        for name in set(SELECTED_METRIC.findall(query.expr)):
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             if base in names or name in names:
                 continue
@@ -151,14 +173,21 @@ class Cost:
     seconds: float
 
 
-def measure(server: PrometheusServer, queries: list[tuple[str, str]], start: float, end: float) -> list[Cost]:
-    step = grafana_step(end - start)
+def measure(server: PrometheusServer, queries: list[Query], start: float, end: float) -> list[Cost]:
+    """Samples read and wall time of each query, as Grafana would send it over [start, end]."""
     costs = []
-    for title, expr in queries:
+    for query in queries:
+        step = max(grafana_step(end - start), query.min_step_s)
+        expr = substitute(query.expr, end - start, step)
+        if query.instant:
+            path, params = "query", {"query": expr, "time": f"{end:.0f}"}
+        else:
+            path, params = "query_range", {"query": expr, "start": f"{start:.0f}", "end": f"{end:.0f}",
+                                           "step": str(step)}
         began = time.monotonic()
-        data = server._api("query_range", {"query": substitute(expr, end - start, step), "start": f"{start:.0f}",
-                                           "end": f"{end:.0f}", "step": str(step), "stats": "all"})
-        costs.append(Cost(title, int(data["stats"]["samples"]["totalQueryableSamples"]), time.monotonic() - began))
+        data = server._api(path, params | {"stats": "all"})
+        costs.append(Cost(query.title, int(data["stats"]["samples"]["totalQueryableSamples"]),
+                          time.monotonic() - began))
     return costs
 
 
@@ -280,6 +309,8 @@ def run(config: Config, anchor_path: Path = ANCHOR, fleets: tuple[Fleet, ...] = 
                          for name, model in models.items()}
             for (name, mode), queries in measured.items():
                 costs = measure(server, queries, start, end)
+                if not any(c.samples for c in costs):
+                    continue                          # another engine's dashboard: nothing to read here
                 largest = max(costs, key=lambda c: c.samples, default=Cost("-", 0, 0.0))
                 rows.append(Row(fleet.instances, name, mode, sum(c.samples for c in costs),
                                 sum(c.seconds for c in costs), largest, scale))
@@ -292,8 +323,9 @@ def run(config: Config, anchor_path: Path = ANCHOR, fleets: tuple[Fleet, ...] = 
 def table(rows: list[Row], rule_costs: dict[int, int], fleets: tuple[Fleet, ...] = FLEETS) -> str:
     """Markdown: one row per fleet size, dashboard and mode, with the ratio to vLLM's overview."""
     lines = ["Synthetic vLLM fleet, 2 models, 15 s scrapes; one dashboard load = every panel target and annotation "
-             "as one range query (step = range / 1000 rounded up to 15 s, $__rate_interval = max(60 s, step + 15 s), "
-             "variables = All), samples = Prometheus' stats.samples.totalQueryableSamples. "
+             "as Grafana sends it (a range query with step = range / 1000 rounded up to 15 s, or the target's min "
+             "interval if larger; an instant query for targets marked instant; $__rate_interval = max(60 s, step + "
+             "15 s); variables = All), dashboards that read nothing on vLLM data left out; samples = Prometheus' stats.samples.totalQueryableSamples. "
              + "; ".join(f"{f.instances} instances: {f.range_s / 3600:g} h range over {f.data_hours:g} h of data"
                          for f in fleets) + ". The largest panel is scaled to the 3 h default range at 1000 "
              f"instances; ⚠ marks more than {MAX_SAMPLES // 1_000_000} M samples (--query.max-samples).", "",

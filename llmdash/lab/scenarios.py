@@ -204,7 +204,7 @@ def _scrape_gaps(tr: Traffic) -> Scenario:
 
 
 def _prompt_growth_load(tr: Traffic, onset: float, base: Load, end_tokens: int) -> Callable[[float], Load]:
-    """The first model's load in kv-collapse: same rate and outputs, prompts ramp to `end_tokens`."""
+    """Same rate and outputs as `base`, prompts ramping from the onset to `end_tokens` (kv-collapse and kin)."""
     ramp = tr.ramp_min * 60
 
     def load(t: float) -> Load:
@@ -218,7 +218,7 @@ def _fleet(n: int, prefix: str = "", **fields) -> tuple[Replica, ...]:
 
 
 FLEET_STEADY_MIN, FLEET_AFTER_MIN = 20.0, 20.0  # one-bad-replica: at most 20 + 20 minutes
-THRASHING_KV_BLOCKS = 600          # one-bad-replica: ~0.1 of what its steady load needs at peaks
+THRASHING_KV_BLOCKS = 600          # one-bad-replica: below the ~1,000 blocks its steady load holds at peaks
 STALLED = ServingConfig(kv_blocks=1000, step_base_s=0.5, step_per_new_token_s=0.0004)  # ITL p99 ~1 s, KV ~0.99
 LONG_COLLAPSE_MARGIN_MIN = 5.0     # the first preemption may come a little after the ramp
 PROMPT_GROWTH_KV_BLOCKS = 12000    # 192k tokens: 64 sequences of 1300-token prompts fit
