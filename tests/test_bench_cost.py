@@ -60,3 +60,15 @@ def test_one_load_is_measured_on_a_real_prometheus(tmp_path):
     text = bench_cost.table(rows, rule_costs, fleets)
     assert "| 2 | vllm | raw |" in text and "samples/min" in text
     assert "| 2 | sglang |" not in text                                 # reads nothing on a vLLM fleet
+
+
+def test_missing_reference_dashboard_is_a_one_line_usage_error(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "llmdash.cli.main", "bench-cost", "--anchor",
+                             str(tmp_path / "absent.json"), "--out", str(tmp_path / "cost.md")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot read vLLM's overview dashboard") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "cost.md").exists()
