@@ -26,6 +26,7 @@ COMMANDS = {
     "simulate": ("llmdash.cli.lab", "simulate_command", "Simulate an engine serving a scenario."),
     "demo": ("llmdash.cli.lab", "demo_command", "Simulate a KV-cache collapse and draw every dashboard."),
     "bench-detect": ("llmdash.cli.lab", "bench_detect_command", "Alert detection delays vs naive baselines."),
+    "bench-cost": ("llmdash.cli.lab", "bench_cost_command", "Samples and time of one dashboard load, vs vLLM's own."),
 }
 
 
