@@ -193,10 +193,8 @@ def measure(server: PrometheusServer, queries: list[Query], start: float, end: f
 
 def backfill_rules(server: PrometheusServer, rule_model: dict, start: float, end: float, workdir: Path) -> None:
     """Recorded series for [start, end] into the running `server`'s data, one dependency level at a time:
-    a level reads the recorded blocks of the previous ones, so the server restarts in between."""
+    a level reads the recorded blocks of the previous ones, so the server restarts after each."""
     for n, level in enumerate(rule_levels(rule_model)):
-        if n:
-            _restart(server)
         path = workdir / f"level{n}.rules.yaml"
         path.write_text(yaml.safe_dump(level, sort_keys=False))
         result = subprocess.run([server.promtool, "tsdb", "create-blocks-from", "rules", f"--start={int(start)}",
@@ -206,6 +204,7 @@ def backfill_rules(server: PrometheusServer, rule_model: dict, start: float, end
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
             raise LlmdashError(f"promtool could not backfill level {n} of the recording rules: {tail[0]}")
+        _restart(server)  # the next level, and every query after, read the blocks just written
 
 
 @dataclass(frozen=True)
