@@ -222,7 +222,7 @@ def divergence_chart(sig: Signals, config):
         DIVERGENCE_TITLE, describe(
             sig, f"{INFO[role].title} over {d.window} divided by its baseline (the median of that p99 over the "
             f"{d.baseline_window} that ended {d.baseline_offset} ago, sampled every {d.baseline_resolution}), and "
-            f"output tok/s over {d.window} divided by its rate over the same {d.baseline_window}, per model. The "
+            f"output tok/s over {d.window} divided by its median over the same {d.baseline_window}, per model. The "
             "baselines are offset so that an incident does not become its own baseline while it lasts.",
             f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "

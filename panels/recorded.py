@@ -39,6 +39,9 @@ class RecordedNames:
     def throughput(self, window: str) -> str:
         return self._model("llm_output_tokens", f"rate{window}")
 
+    def throughput_baseline(self) -> str:
+        return self._model("llm_output_tokens", f"rate{self.config.divergence.window}_baseline")
+
     def requests(self) -> str:
         return self._model("llm_requests", f"rate{self.config.preemption.window}")
 
@@ -123,14 +126,10 @@ class RecordedSignals(Signals):
 
     def throughput(self, group=None, window=None) -> str:
         d = self.config.divergence
-        return self._read(self.names.throughput(d.baseline_window if window == d.baseline_window else d.window),
-                          "sum", group)
+        return self._read(self.names.throughput(d.window), "sum", group)
 
     def throughput_baseline(self, group=None) -> str:
-        d = self.config.divergence
-        group = self._group(group)
-        baseline = f"{self._scoped(self.names.throughput(d.baseline_window))} offset {d.baseline_offset}"
-        return baseline if group == self.recorded_model else f"sum{promql.by(group)} ({baseline})"
+        return self._read(self.names.throughput_baseline(), "sum", group)
 
     def requests(self, group=None, window=None) -> str:
         return self._read(self.names.requests(), "sum", group)
@@ -193,7 +192,7 @@ def recorded_series(spec, config) -> frozenset[str]:
     sig = Signals(spec, config, (), config.divergence.window)
     names = RecordedNames(config)
     p, d = config.preemption, config.divergence
-    found = {names.throughput(d.window), names.throughput(d.baseline_window), names.requests(),
+    found = {names.throughput(d.window), names.throughput_baseline(), names.requests(),
              names.gauge("kv_usage"), names.gauge("waiting"), names.gauge("running")}
     for role in sig.latency_roles:
         found |= {names.buckets(role), names.quantile(role, 0.99), names.quantile(role, 0.5)}

@@ -239,16 +239,19 @@ class Signals:
         return promql.divide(good, self._count_rate(role, group))
 
     # ---- divergence: latency rising while throughput holds -------------------
-    def latency_baseline(self, group=None) -> str:
-        """The median of the latency p99 over the baseline window that ended `baseline_offset` ago.
+    def _baseline(self, expr: str) -> str:
+        """The median of `expr` over the baseline window that ended `baseline_offset` ago.
 
-        A median, not the p99 of the window's buckets (that needs only 1 % slow samples, so a
-        collapse would become its own baseline within minutes), and offset, so the incident itself
-        stays out of it for the offset plus half the window.
+        A median of the windowed values, not one value over the whole window (a p99 of the hour's
+        buckets needs only 1 % slow samples, so a collapse would become its own baseline within
+        minutes; an hour's rate is skewed by a series that starts inside it), and offset, so the
+        incident itself stays out of it for the offset plus half the window.
         """
         d = self.config.divergence
-        now = self.quantile(self.latency_role, 0.99, group, d.window)
-        return f"quantile_over_time(0.5, ({now})[{d.baseline_window}:{d.baseline_resolution}] offset {d.baseline_offset})"
+        return f"quantile_over_time(0.5, ({expr})[{d.baseline_window}:{d.baseline_resolution}] offset {d.baseline_offset})"
+
+    def latency_baseline(self, group=None) -> str:
+        return self._baseline(self.quantile(self.latency_role, 0.99, group, self.config.divergence.window))
 
     def latency_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
@@ -257,8 +260,7 @@ class Signals:
     def throughput_baseline(self, group=None) -> str:
         """Output tok/s over the same offset window as the latency baseline: a load increase stays outside
         the band until both baselines have absorbed it."""
-        d = self.config.divergence
-        return self.counter_rate("throughput", group, d.baseline_window, d.baseline_offset)
+        return self._baseline(self.throughput(group, self.config.divergence.window))
 
     def throughput_vs_baseline(self, group=None) -> str:
         d = self.config.divergence

@@ -45,7 +45,9 @@ def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     rec = RecordedSignals(spec, config, rule_scope(config), d.window)
     names = rec.names
     model_name = lambda expr: _as_model_name(spec, expr)  # noqa: E731 - raw leaves get the fleet's model label
-    records = [(names.throughput(w), model_name(raw.throughput(window=w))) for w in (d.window, d.baseline_window)]
+    baseline = lambda expr: f"quantile_over_time(0.5, {expr}[{d.baseline_window}] offset {d.baseline_offset})"  # noqa: E731
+    records = [(names.throughput(d.window), model_name(raw.throughput(window=d.window))),
+               (names.throughput_baseline(), baseline(rec.throughput()))]
     records.append((names.requests(), model_name(raw.requests(window=p.window))))
     for role in raw.latency_roles:
         records.append((names.buckets(role), model_name(raw.bucket_rates(role, window=d.window))))
@@ -54,8 +56,7 @@ def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     if raw.token_latency_role:
         records.append((names.token_latency_p99(), rec.quantile(raw.token_latency_role, 0.99)))
     latency_p99 = rec.quantile(raw.latency_role, 0.99)
-    records.append((names.latency_baseline(raw.latency_role),
-                    f"quantile_over_time(0.5, {latency_p99}[{d.baseline_window}] offset {d.baseline_offset})"))
+    records.append((names.latency_baseline(raw.latency_role), baseline(latency_p99)))
     records += [(names.gauge(role), model_name(raw.gauge(role, reduce=reduce)))
                 for role, reduce in (("kv_usage", "max"), ("waiting", "sum"), ("running", "sum"))]
     if spec.has("preemptions"):
@@ -212,7 +213,7 @@ def divergence(sig: RecordedSignals, config) -> dict:
         f"{latency} of {_where(config)} diverges from throughput on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {latency} over {d.window} is "
         f"{{{{ $value | printf \"%.1f\" }}}}x its median over the {d.baseline_window} that ended {d.baseline_offset} ago, "
-        f"while output tokens/s stays within ±{d.throughput_band:.0%} of its baseline. Latency rising with flat "
+        f"while output tokens/s stays within ±{d.throughput_band:.0%} of its median over that same window. Latency rising with flat "
         "throughput is what KV-cache preemption looks like from outside; a load increase would raise throughput too."
         + (" Without preemptions (see LLMServingPreemptionsHigh) it can also be longer prompts or a slower "
            "workload, hence a warning." if direct else
