@@ -153,22 +153,26 @@ def layout(panels: list) -> list:
 
 
 def variables(spec: EngineSpec, config) -> list[dict]:
-    """datasource, the config's label variables, model_name and instance; multi-valued, All by default."""
+    """datasource, the fleet's grouping labels and the config's label variables, model_name and instance."""
     anchor = spec.signal("running").sources[0]
-    fixed = ", ".join(Matcher(k, "=", v).render() for k, v in sorted(config.selectors.items()))
-    chain = []
+    fixed = tuple(Matcher(k, "=", v) for k, v in sorted(config.selectors.items()))
+    return chained_variables(anchor.metric.name, fixed, [(v, v, v) for v in label_variables(config)] + [
+        ("model_name", spec.model_label, "Model"), ("instance", config.fleet.instance_label, "Instance")])
+
+
+def chained_variables(anchor: str, fixed: tuple[Matcher, ...], variables: list[tuple[str, str, str]]) -> list[dict]:
+    """The datasource variable, then (name, label, title) query variables, each listing the label values
+    of `anchor` under `fixed` and the variables before it; multi-valued, All by default."""
     # No `current`: Grafana then selects the default Prometheus data source; `current: {}` (what its
     # exporter writes) lacks the text and value the schema's VariableOption requires.
     result = [{
         "type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
         "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
     }]
-    for name, label, title in ([(v, v, v) for v in label_variables(config)]
-                               + [("model_name", spec.model_label, "Model"),
-                                  ("instance", config.fleet.instance_label, "Instance")]):
-        matchers = ", ".join(m for m in (fixed, *chain) if m)
-        query = f"label_values({anchor.metric.name}{{{matchers}}}, {label})" if matchers else \
-            f"label_values({anchor.metric.name}, {label})"
+    chain = list(fixed)
+    for name, label, title in variables:
+        matchers = ", ".join(m.render() for m in chain)
+        query = f"label_values({anchor}{{{matchers}}}, {label})" if matchers else f"label_values({anchor}, {label})"
         result.append({
             "type": "query", "name": name, "label": title, "datasource": DATASOURCE,
             "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
@@ -176,7 +180,7 @@ def variables(spec: EngineSpec, config) -> list[dict]:
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
             "options": [], "regex": "", "sort": 1, "hide": 0,
         })
-        chain.append(Matcher(label, "=~", f"${name}").render())
+        chain.append(Matcher(label, "=~", f"${name}"))
     return result
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from grafanalib import core
 
 from llmdash.dashboards import postprocess
-from llmdash.dashboards.assemble import FLEET_TAG, fit_row, layout
+from llmdash.dashboards.assemble import FLEET_TAG, chained_variables, fit_row, layout
 from llmdash.panels import builders, promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedNames
@@ -111,22 +111,8 @@ def build_fleet_dashboard(config, recorded: frozenset[str]) -> dict:
 
 
 def _variables(names: RecordedNames, groups: tuple[str, ...]) -> list[dict]:
-    anchor = names.gauge("running")
-    result = [{"type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
-               "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": ""}]
-    chain = []
-    for name, label, title in [("engine", ENGINE_LABEL, "Engine"), *((g, g, g) for g in groups),
-                               ("model_name", MODEL_LABEL, "Model")]:
-        query = f"label_values({anchor}{{{', '.join(chain)}}}, {label})" if chain else f"label_values({anchor}, {label})"
-        result.append({
-            "type": "query", "name": name, "label": title, "datasource": builders.DATASOURCE,
-            "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
-            "definition": query, "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "options": [], "regex": "", "sort": 1, "hide": 0,
-        })
-        chain.append(Matcher(label, "=~", f"${name}").render())
-    return result
+    return chained_variables(names.gauge("running"), (), [("engine", ENGINE_LABEL, "Engine"),
+                                                          *((g, g, g) for g in groups), ("model_name", MODEL_LABEL, "Model")])
 
 
 def _annotations(scope: tuple[Matcher, ...], config) -> list[dict]:
