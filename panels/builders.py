@@ -95,7 +95,7 @@ class Table:
             "gridPos": self.gridPos,
             "targets": [{"expr": expr, "refId": ref, "datasource": DATASOURCE, "legendFormat": "__auto"}
                         for ref, (expr, _, _) in zip(refs, self.columns)],
-            "fieldConfig": {"defaults": {"unit": "short", "thresholds": {"mode": "absolute", "steps": [
+            "fieldConfig": {"defaults": {"unit": self.columns[0][2] if len(self.columns) == 1 else "short", "thresholds": {"mode": "absolute", "steps": [
                 {"color": "green", "value": None}]}, "custom": {"align": "auto", "cellOptions": {"type": "auto"}}},
                 "overrides": overrides},
             "options": {"showHeader": True, "cellHeight": "sm",
