@@ -354,7 +354,7 @@ class _Parser:
                 raise self.fail(f"{key}.{label}", f"{bound} is not after since {since}")
         generic = body.get("generic", False)
         if not isinstance(generic, bool):
-            raise self.fail(f"{key}.generic", f"expected true or false, got {generic!r}")
+            raise self.fail(f"{key}.generic", f"expected true or false, got {shorten(generic)}")
         return Metric(name, kind, tuple(labels), since, removed, hidden, unit, buckets,
                       self.text(body["help"], f"{key}.help"), generic)
 
