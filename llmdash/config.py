@@ -82,7 +82,7 @@ class Divergence:
     baseline_offset: str = "1h"
     annotation_step: str = "60s"
     min_tokens_per_second: float = 1.0
-    alert_for: str = "5m"
+    alert_for: str = "3m"
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ class Preemption:
 
     window: str = "5m"
     page_share: float = 0.02
-    confirm_share: float = 0.005
-    min_events: float = 3
+    confirm_share: float = 0.002
+    min_events: float = 2
     paused_share: float = 0.5
     paused_confirm_share: float = 0.1
     short_window: str = "2m"
