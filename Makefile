@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-build grafana-schemas clean
+.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
@@ -17,7 +17,8 @@ help:
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
-	@echo "make bench-detect  detection delay and false firings of the alerts vs naive baselines"
+	@echo "make bench-detect  detection delay (min/median/max over seeds 1-4) and false firings of the alerts vs naive baselines"
+	@echo "make bench-cost    samples and time of one dashboard load (20 and 200 instances) vs vLLM's overview dashboard"
 	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 	@echo "make clean         remove out/ and .pytest_cache"
@@ -64,6 +65,9 @@ layout: install
 
 bench-detect: install
 	$(LLMDASH) bench-detect --out out/bench-detect.md
+
+bench-cost: install
+	$(LLMDASH) bench-cost --out out/bench-cost.md
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

@@ -15,6 +15,7 @@ from llmdash.panels import library
 from llmdash.panels.builders import DATASOURCE
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
+from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
 from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, alert_names, runbook_url
 
@@ -34,6 +35,7 @@ ROWS = [
     ("Preemption", "Is the KV cache evicting running requests?", [
         library.preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
         library.kv_usage_chart, library.divergence_chart]),
+    ("Instances", "Which replica is it?", [library.top_instances_by_preemption, library.top_instances_by_latency]),
     ("ITL vs TPOT", "Are stalls hitting individual tokens or whole requests?", [
         library.itl_detail_chart, library.tpot_detail_chart]),
     ("Queue", "Is work piling up?", [library.queue_chart]),
@@ -56,9 +58,15 @@ def dashboard_uid(engine: str) -> str:
     return f"llmdash-{engine}"
 
 
+def signals_for(spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str) -> Signals:
+    """Raw series by default; the recording rules' series with `dashboard.use_recording_rules`."""
+    kind = RecordedSignals if config.dashboard.use_recording_rules else Signals
+    return kind(spec, config, scope, window)
+
+
 def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
-    panel_signals = Signals(spec, config, scope, RATE_INTERVAL)
+    panel_signals = signals_for(spec, config, scope, RATE_INTERVAL)
     panels = []
     alerts = set(alert_names(spec, config))
     for title, _question, builders in ROWS:
@@ -96,15 +104,21 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
             core.DashboardLink(title="Fleet", type="dashboards", tags=[FLEET_TAG], asDropdown=False,
                                keepTime=True, includeVars=False, targetBlank=False)],
     )
-    annotation_signals = Signals(spec, config, scope, config.divergence.window)
+    annotation_signals = signals_for(spec, config, scope, config.divergence.window)
     return postprocess.to_grafana(dashboard, variables(spec, config), annotations(annotation_signals, config))
+
+
+def label_variables(config) -> tuple[str, ...]:
+    """Variables besides model and instance: the fleet's grouping labels, then the config's extra ones."""
+    return tuple(dict.fromkeys(tuple(config.fleet.group_by) + tuple(config.label_variables)))
 
 
 def dashboard_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
     """Config selectors (exact) plus the dashboard's variables (regex, All = .*)."""
     fixed = tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
-    variable = tuple(Matcher(label, "=~", f"${label}") for label in config.label_variables)
-    return fixed + variable + (Matcher(spec.model_label, "=~", "$model_name"), Matcher("instance", "=~", "$instance"))
+    variable = tuple(Matcher(label, "=~", f"${label}") for label in label_variables(config))
+    instance = config.fleet.instance_label
+    return fixed + variable + (Matcher(spec.model_label, "=~", "$model_name"), Matcher(instance, "=~", "$instance"))
 
 
 def fit_row(panels: list) -> list:
@@ -139,21 +153,26 @@ def layout(panels: list) -> list:
 
 
 def variables(spec: EngineSpec, config) -> list[dict]:
-    """datasource, the config's label variables, model_name and instance; multi-valued, All by default."""
+    """datasource, the fleet's grouping labels and the config's label variables, model_name and instance."""
     anchor = spec.signal("running").sources[0]
-    fixed = ", ".join(Matcher(k, "=", v).render() for k, v in sorted(config.selectors.items()))
-    chain = []
+    fixed = tuple(Matcher(k, "=", v) for k, v in sorted(config.selectors.items()))
+    return chained_variables(anchor.metric.name, fixed, [(v, v, v) for v in label_variables(config)] + [
+        ("model_name", spec.model_label, "Model"), ("instance", config.fleet.instance_label, "Instance")])
+
+
+def chained_variables(anchor: str, fixed: tuple[Matcher, ...], variables: list[tuple[str, str, str]]) -> list[dict]:
+    """The datasource variable, then (name, label, title) query variables, each listing the label values
+    of `anchor` under `fixed` and the variables before it; multi-valued, All by default."""
     # No `current`: Grafana then selects the default Prometheus data source; `current: {}` (what its
     # exporter writes) lacks the text and value the schema's VariableOption requires.
     result = [{
         "type": "datasource", "name": "datasource", "label": "Data source", "query": "prometheus",
         "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1, "regex": "",
     }]
-    for name, label, title in ([(v, v, v) for v in config.label_variables]
-                               + [("model_name", spec.model_label, "Model"), ("instance", "instance", "Instance")]):
-        matchers = ", ".join(m for m in (fixed, *chain) if m)
-        query = f"label_values({anchor.metric.name}{{{matchers}}}, {label})" if matchers else \
-            f"label_values({anchor.metric.name}, {label})"
+    chain = list(fixed)
+    for name, label, title in variables:
+        matchers = ", ".join(m.render() for m in chain)
+        query = f"label_values({anchor}{{{matchers}}}, {label})" if matchers else f"label_values({anchor}, {label})"
         result.append({
             "type": "query", "name": name, "label": title, "datasource": DATASOURCE,
             "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
@@ -161,7 +180,7 @@ def variables(spec: EngineSpec, config) -> list[dict]:
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
             "options": [], "regex": "", "sort": 1, "hide": 0,
         })
-        chain.append(Matcher(label, "=~", f"${name}").render())
+        chain.append(Matcher(label, "=~", f"${name}"))
     return result
 
 

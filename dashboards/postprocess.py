@@ -43,9 +43,10 @@ def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: li
 
 
 def _drop_nulls(node):
-    """grafanalib writes null for every unset option; Grafana wants them absent (threshold bases excepted)."""
+    """grafanalib writes null for every unset option; Grafana wants them absent (threshold bases and open
+    value-mapping ranges excepted)."""
     if isinstance(node, dict):
-        return {k: _drop_nulls(v) for k, v in node.items() if v is not None or k == "value"}
+        return {k: _drop_nulls(v) for k, v in node.items() if v is not None or k in ("value", "from", "to")}
     if isinstance(node, list):
         return [_drop_nulls(v) for v in node]
     return node
@@ -74,7 +75,10 @@ def _panel(panel: dict, number: int) -> None:
         for key in LEGACY_TARGET_KEYS:
             target.pop(key, None)
         target["editorMode"] = "code"
-        target["range"] = True
+        if panel["type"] == "table":  # a table shows the latest value of each series: one instant query
+            target.update(instant=True, range=False, format="table")
+        else:
+            target["range"] = True
     if panel["type"] == "timeseries":
         panel.pop("thresholds", None)
     legend = panel.get("options", {}).get("legend")

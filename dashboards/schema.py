@@ -19,6 +19,7 @@ PANEL_SCHEMAS = {
     "timeseries": ("timeseries.options", "timeseries.fieldconfig"),
     "stat": ("stat.options", "stat.fieldconfig"),
     "text": ("text.options", "text.fieldconfig"),
+    "table": ("table.options", "table.fieldconfig"),
 }
 ROW = "row"  # the dashboard schema's RowPanel covers it whole: rows have no options or field config
 

@@ -12,6 +12,7 @@ dashboard covers.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import promql_parser as pp
 
@@ -22,6 +23,7 @@ UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}
 STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none", "bytes", "ops"}
 RANGE_FUNCTIONS = {"rate", "increase", "irate"}
+PRESENCE_AGGREGATIONS = {"group", "count"}
 # Grafana variables a query may use, and a value that makes each one parse as PromQL.
 VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
@@ -30,15 +32,24 @@ VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"
 FIXED_WINDOW_PANELS = {("timeseries", "Latency vs throughput divergence"), ("stat", "Paused requests")}
 
 
-BUILT_IN_SERIES = frozenset({"ALERTS"})  # written by Prometheus itself for firing and pending alerts
+BUILT_IN_SERIES = frozenset({"ALERTS"})
+RECORDED_NAME = re.compile(r"^[a-z][a-z_]*:llm_[a-z0-9_]+:[a-z0-9_]+$")  # written by Prometheus itself for firing and pending alerts
 
 
-def validate_dashboard(dashboard: dict, spec: EngineSpec) -> list[str]:
-    """All problems found, as one line each; empty when the dashboard is fit to ship."""
+def validate_dashboard(dashboard: dict, spec: EngineSpec | None,
+                       recorded: Callable[[str], bool] = lambda name: False) -> list[str]:
+    """All problems found, as one line each; empty when the dashboard is fit to ship. `recorded` tells the
+    series the recording rules write, which a recorded dashboard may read; with no `spec` (the fleet
+    dashboard), the only series it may read."""
     problems = structural(dashboard) + schema_problems(dashboard) + lint(dashboard)
     for where, expr in expressions(dashboard):
-        problems += [f"{where}: {p}" for p in check_expr(expr, spec, BUILT_IN_SERIES)]
+        problems += [f"{where}: {p}" for p in check_expr(expr, spec, lambda n: n in BUILT_IN_SERIES or recorded(n))]
     return problems
+
+
+def looks_recorded(name: str) -> bool:
+    """A name of llmdash's recording-rule layer, when the config that names them exactly is not at hand."""
+    return RECORDED_NAME.match(name) is not None
 
 
 def validate_rules(rule_file: dict, spec: EngineSpec) -> list[str]:
@@ -48,7 +59,7 @@ def validate_rules(rule_file: dict, spec: EngineSpec) -> list[str]:
     recorded = frozenset(rule["record"] for rule in rules if "record" in rule)
     for rule in rules:
         where = f"rule {rule.get('record') or rule.get('alert')}"
-        problems += [f"{where}: {p}" for p in check_expr(rule["expr"], spec, recorded)]
+        problems += [f"{where}: {p}" for p in check_expr(rule["expr"], spec, recorded.__contains__)]
     return problems
 
 
@@ -167,14 +178,14 @@ def substitute(expr: str) -> str:
     return VARIABLE.sub(lambda m: VARIABLE_SAMPLES.get(m.group(1), ".*"), expr)
 
 
-def check_expr(expr: str, spec: EngineSpec, gauges: frozenset[str] = frozenset()) -> list[str]:
-    """Problems in one expression; `gauges` are extra series names allowed (recorded or built-in)."""
+def check_expr(expr: str, spec: EngineSpec | None, known: Callable[[str], bool] = lambda name: False) -> list[str]:
+    """Problems in one expression; `known` tells extra series names allowed (recorded or built-in)."""
     try:
         tree = pp.parse(substitute(expr))
     except Exception as exc:  # the parser raises its own ValueError/RuntimeError subtypes
         return [f"does not parse as PromQL: {exc}"]
     problems = []
-    _visit(tree, spec, gauges, in_range_function=False, problems=problems)
+    _visit(tree, spec, known, in_range_function=False, problems=problems)
     return problems
 
 
@@ -189,9 +200,13 @@ def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _visit(node, spec: EngineSpec, gauges: frozenset[str], in_range_function: bool, problems: list[str]) -> None:
+def _visit(node, spec: EngineSpec | None, gauges: Callable[[str], bool], in_range_function: bool,
+           problems: list[str]) -> None:
     if isinstance(node, pp.VectorSelector):
-        if node.name in gauges:
+        if gauges(node.name):
+            return
+        if spec is None:
+            problems.append(f"series {node.name!r} is not recorded by llmdash's rules")
             return
         metric, kind = _series_kind(node.name, spec)
         if metric is None:
@@ -214,6 +229,9 @@ def _visit(node, spec: EngineSpec, gauges: frozenset[str], in_range_function: bo
     if isinstance(node, pp.BinaryExpr):
         _visit(node.lhs, spec, gauges, False, problems)
         _visit(node.rhs, spec, gauges, False, problems)
+        return
+    if isinstance(node, pp.AggregateExpr) and str(node.op) in PRESENCE_AGGREGATIONS:
+        _visit(node.expr, spec, gauges, True, problems)  # asks whether series exist, never reads a value
         return
     if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
         _visit(node.expr, spec, gauges, in_range_function and isinstance(node, pp.ParenExpr), problems)

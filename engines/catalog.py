@@ -66,6 +66,7 @@ class Metric:
     unit: str | None
     buckets: tuple[float, ...] | None
     help: str
+    generic: bool = False  # an unprefixed name other exporters may share: read only under a `job` selector
 
     @property
     def exposed_until(self) -> Version | None:
@@ -320,7 +321,7 @@ class _Parser:
     def metric(self, name, body, exporter: str) -> Metric:
         key = f"metrics.{name}"
         body = self.mapping(body, key, ("type", "labels", "since", "help"),
-                            ("unit", "buckets", "removed_in", "hidden_in"))
+                            ("unit", "buckets", "removed_in", "hidden_in", "generic"))
         kind = body["type"]
         if kind not in METRIC_TYPES:
             raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {shorten(kind)}")
@@ -351,8 +352,11 @@ class _Parser:
         for bound, label in ((removed, "removed_in"), (hidden, "hidden_in")):
             if bound is not None and bound <= since:
                 raise self.fail(f"{key}.{label}", f"{bound} is not after since {since}")
+        generic = body.get("generic", False)
+        if not isinstance(generic, bool):
+            raise self.fail(f"{key}.generic", f"expected true or false, got {shorten(generic)}")
         return Metric(name, kind, tuple(labels), since, removed, hidden, unit, buckets,
-                      self.text(body["help"], f"{key}.help"))
+                      self.text(body["help"], f"{key}.help"), generic)
 
     def signal(self, role, body, metrics: dict[str, Metric], model_label: str) -> Signal:
         key = f"signals.{role}"

@@ -13,15 +13,19 @@ from pathlib import Path
 from llmdash.dashboards.assemble import build_dashboard
 from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
-from llmdash.rules.generate import build_rules, render_rules, split_rules
+from llmdash.dashboards.fleet import FLEET, build_fleet_dashboard
+from llmdash.panels.recorded import recorded_series
+from llmdash.rules.generate import build_rules, inhibit_rules, render_inhibit_rules, render_rules, split_rules
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
 # Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
-MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "mixin": ".yaml", "mixin/dashboards_out": ".json"}
+MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml", "mixin": ".yaml",
+           "mixin/dashboards_out": ".json"}
 PARTS = ("dashboards", "rules", "mixin")
+INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
 
 def render_json(model: dict) -> str:
@@ -43,8 +47,18 @@ def _validated(config: Config, build, validate, what: str) -> dict[str, dict]:
 
 
 def build_dashboards(config: Config) -> dict[str, dict]:
-    """Dashboard file stem -> Grafana JSON model, each validated against its engine's catalog."""
-    return _validated(config, build_dashboard, validate_dashboard, "the dashboard")
+    """Dashboard file stem -> Grafana JSON model: one per engine, each validated against its engine's catalog
+    (and the series its rules record), and the fleet dashboard, which reads recorded series only."""
+    recorded = {engine: recorded_series(load_engine(engine), config) for engine in config.engine_ids}
+    dashboards = _validated(config, build_dashboard,
+                            lambda model, spec: validate_dashboard(model, spec, recorded[spec.id].__contains__),
+                            "the dashboard")
+    everything = frozenset().union(*recorded.values())
+    fleet = build_fleet_dashboard(config, everything)
+    problems = validate_dashboard(fleet, None, everything.__contains__)
+    if problems:
+        raise LlmdashError(f"the fleet dashboard is invalid: {problems[0]}")
+    return dashboards | {FLEET: fleet}
 
 
 def build_rule_files(config: Config) -> dict[str, dict]:
@@ -61,6 +75,7 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
         files |= {f"dashboards/{name}.json": render_json(model) for name, model in dashboards.items()}
     if "rules" in parts:
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
+        files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
     if "mixin" in parts:
         files |= mixin_files(dashboards, rules)
     return files

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
+from llmdash.panels.promql import seconds
 
 DURATION = re.compile(r"^[0-9]{1,20}[smhd]$")  # digits bounded: int() of thousands of digits raises
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
@@ -69,23 +70,49 @@ class Slo:
 class Divergence:
     """Latency p99 over `window` at least `latency_factor` x its baseline (the median of that p99
     over `baseline_window`, sampled every `baseline_resolution`), while output tok/s over `window`
-    stays within `throughput_band` of its `baseline_window` rate."""
+    stays within `throughput_band` of its `baseline_window` rate. The baseline window ends
+    `baseline_offset` ago, so an incident shorter than offset + half the window never becomes its own
+    baseline."""
 
     latency_factor: float = 2.0
     throughput_band: float = 0.2
     window: str = "5m"
     baseline_window: str = "1h"
     baseline_resolution: str = "1m"
+    baseline_offset: str = "1h"
     annotation_step: str = "60s"
     min_tokens_per_second: float = 1.0
-    alert_for: str = "5m"
+    alert_for: str = "3m"
 
 
 @dataclass(frozen=True)
 class Preemption:
+    """`window`: the preemption panels' annotation and the per-model recorded rate. The page is per
+    instance and normalised by its work: preemptions per finished request at least `page_share` over
+    `short_window` (and at least `min_events` of them) and `confirm_share` over `long_window`; on
+    engines with only a paused-requests gauge, the share of the last `short_window` in which requests
+    were paused at least `paused_share` (and `paused_confirm_share` of `long_window`)."""
+
     window: str = "5m"
-    alert_rate: float = 0.1
-    alert_for: str = "5m"
+    page_share: float = 0.02
+    confirm_share: float = 0.002
+    min_events: float = 2
+    paused_share: float = 0.5
+    paused_confirm_share: float = 0.1
+    short_window: str = "2m"
+    long_window: str = "30m"
+    alert_for: str = "1m"
+    keep_firing_for: str = "10m"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """How series aggregate across a fleet: every aggregation keeps `group_by` and the model label
+    (so two clusters serving one model stay two routable alerts), and `instance_label` names a
+    replica wherever a page or a drill-down is per instance."""
+
+    group_by: tuple[str, ...] = ("cluster", "namespace")
+    instance_label: str = "instance"
 
 
 @dataclass(frozen=True)
@@ -109,6 +136,7 @@ class DashboardSettings:
     refresh: str = "30s"
     time_from: str = "now-3h"
     tags: tuple[str, ...] = ()
+    use_recording_rules: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,6 +181,7 @@ class Config:
     slo: Slo = Slo()
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
+    fleet: Fleet = Fleet()
     rules: Rules = Rules()
     alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
@@ -271,6 +300,10 @@ def _check(config: Config, path: Path) -> None:
                  "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
                  "rules.interval": config.rules.interval,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
+                 "preemption.short_window": config.preemption.short_window,
+                 "preemption.long_window": config.preemption.long_window,
+                 "preemption.keep_firing_for": config.preemption.keep_firing_for,
+                 "divergence.baseline_offset": div.baseline_offset,
                  "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():
         if not DURATION.match(value):
@@ -290,8 +323,18 @@ def _check(config: Config, path: Path) -> None:
         bad("divergence.baseline_window", "must be at least 4x divergence.window to be a baseline")
     if div.min_tokens_per_second < 0:
         bad("divergence.min_tokens_per_second", "must not be negative")
-    if config.preemption.alert_rate < 0:
-        bad("preemption.alert_rate", "must not be negative")
+    p = config.preemption
+    for name in ("page_share", "confirm_share", "min_events", "paused_share", "paused_confirm_share"):
+        if getattr(p, name) < 0:
+            bad(f"preemption.{name}", "must not be negative")
+    for name in ("paused_share", "paused_confirm_share"):
+        if getattr(p, name) > 1:
+            bad(f"preemption.{name}", "is a share of time, 0-1")
+    for label in config.fleet.group_by + (config.fleet.instance_label,):
+        if not LABEL_NAME.match(label) or label.startswith("__") or label == "le":
+            bad("fleet", f"{label!r} is not a label name to group by")
+    if config.fleet.instance_label in config.fleet.group_by:
+        bad("fleet.group_by", f"{config.fleet.instance_label!r} is the instance label; grouping by it is per instance")
     for name in ("connect_timeout", "read_timeout"):
         if not 0 < getattr(config.grafana, name) <= MAX_TIMEOUT_SECONDS:
             bad(f"grafana.{name}", f"must be above 0 and at most {MAX_TIMEOUT_SECONDS} seconds")
@@ -337,6 +380,3 @@ def kubernetes_key_problem(key: str) -> str | None:
         return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
     return None
 
-
-def seconds(duration: str) -> int:
-    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[duration[-1]]

@@ -71,7 +71,7 @@ StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yam
 
 def read_yaml(path: Path, what: str):
     """The document in `path` (None when empty); `what` names the file in errors ("config", "catalog")."""
-    text = _read_text(Path(path), what)
+    text = read_text(Path(path), what)
     loader = StrictLoader(text)
     try:
         node = loader.get_single_node()
@@ -90,7 +90,8 @@ def read_yaml(path: Path, what: str):
         loader.dispose()
 
 
-def _read_text(path: Path, what: str) -> str:
+def read_text(path: Path, what: str, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes; every refusal is one line naming `path`."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -100,14 +101,14 @@ def _read_text(path: Path, what: str) -> str:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise LlmdashError(f"{path}: {what} is not a regular file")
-        if info.st_size > MAX_BYTES:
-            raise LlmdashError(f"{path}: {what} is {info.st_size} bytes, more than the {MAX_BYTES} allowed")
+        if info.st_size > limit:
+            raise LlmdashError(f"{path}: {what} is {info.st_size} bytes, more than the {limit} allowed")
         try:
-            raw = handle.read(MAX_BYTES + 1)
+            raw = handle.read(limit + 1)
         except OSError as exc:
             raise LlmdashError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    if len(raw) > MAX_BYTES:
-        raise LlmdashError(f"{path}: {what} is more than the {MAX_BYTES} bytes allowed")
+    if len(raw) > limit:
+        raise LlmdashError(f"{path}: {what} is more than the {limit} bytes allowed")
     if raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise LlmdashError(f"{path}: {what} is UTF-16 or UTF-32 text; save it as UTF-8")
     try:

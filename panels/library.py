@@ -32,6 +32,12 @@ def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
     return " ".join(part for part in (what, why, notes, metrics_used(sig, *roles)) if part)
 
 
+def capped(sig: Signals, role: str) -> list[dict]:
+    """Show a quantile at the histogram's top bound as "≥ bound": past it, histogram_quantile returns the bound."""
+    top = sig.top_bound(role)
+    return [{"type": "range", "options": {"from": top, "to": None, "result": {"text": f"≥ {top:g} s"}}}]
+
+
 def preemption_steps(kind: str, config) -> list[dict]:
     """Counters: the configured rate levels; the paused gauge: red from the first paused request."""
     if kind == "counter":
@@ -40,7 +46,8 @@ def preemption_steps(kind: str, config) -> list[dict]:
 
 
 def _model_legend(sig: Signals, suffix: str = "") -> str:
-    return "{{" + sig.spec.model_label + "}}" + suffix
+    """The model, then the fleet's grouping labels (empty where a series lacks them), then `suffix`."""
+    return " ".join("{{" + label + "}}" for label in sig.legend_labels) + suffix
 
 
 # ---- on-call tiles ---------------------------------------------------------------------------
@@ -73,7 +80,7 @@ def latency_tile(role: str, levels_name: str):
                 "Preempted requests wait while their KV cache is recomputed, so this climbs while throughput holds.",
                 role),
             [(sig.quantile(role, 0.99, group=()), "p99")], info.unit,
-            builders.thresholds(getattr(config.thresholds, levels_name)), width=3)
+            builders.thresholds(getattr(config.thresholds, levels_name)), width=3, mappings=capped(sig, role))
     return tile
 
 
@@ -144,7 +151,8 @@ def latency_chart(role: str, levels_name: str | None, width: int = 8):
                 "A preempted request stalls until it is rescheduled and recomputed; the stall lands in the tail, "
                 "so p99 moves first while p50 and throughput barely change.", role),
             [(sig.quantile(role, 0.99), _model_legend(sig, " p99")),
-             (sig.quantile(role, 0.5), _model_legend(sig, " p50"))], info.unit, steps, width=width)
+             (sig.quantile(role, 0.5), _model_legend(sig, " p50"))], info.unit, steps, width=width,
+            mappings=capped(sig, role))
     return chart
 
 
@@ -212,9 +220,10 @@ def divergence_chart(sig: Signals, config):
     role = sig.latency_role
     return builders.timeseries(
         DIVERGENCE_TITLE, describe(
-            sig, f"{INFO[role].title} over {d.window} divided by its baseline, the median of that p99 over the trailing "
-            f"{d.baseline_window} (sampled every {d.baseline_resolution}), "
-            f"and output tok/s over {d.window} divided by its {d.baseline_window} rate, per model.",
+            sig, f"{INFO[role].title} over {d.window} divided by its baseline (the median of that p99 over the "
+            f"{d.baseline_window} that ended {d.baseline_offset} ago, sampled every {d.baseline_resolution}), and "
+            f"output tok/s over {d.window} divided by its median over the same {d.baseline_window}, per model. The "
+            "baselines are offset so that an incident does not become its own baseline while it lasts.",
             f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
             "Divergence annotation marks. A load increase moves both lines up together.", role, "throughput"),
@@ -278,3 +287,46 @@ def slo_chart(role: str, target_name: str):
 def slo_latency_chart(sig: Signals, config):
     role = sig.token_latency_role
     return slo_chart(role, "itl_seconds")(sig, config) if role else None
+
+
+# ---- instance drill-down -----------------------------------------------------------------------
+
+def _instance_link(sig: Signals) -> list[dict]:
+    """Narrow this dashboard to the clicked instance, keeping the time range and other variables."""
+    label = sig.config.fleet.instance_label
+    return [{"title": "Show only this instance", "url": f"/d/${{__dashboard.uid}}?${{__url_time_range}}"
+             f"&${{model_name:queryparam}}&var-instance=${{__data.fields.{label}}}"}]
+
+
+def top_instances_by_preemption(sig: Signals, config):
+    """Raw per-instance series for the selected instances only, as one instant query: cheap at any fleet size."""
+    if not sig.spec.has("preemptions"):
+        return None
+    sig = sig.raw
+    counter = sig.preemption_is_counter
+    group = sig.instance_group
+    expr = sig.preemption_share(group) if counter else sig.preemption_rate(group)
+    title, unit = ("Preemptions per finished request", "percentunit") if counter else ("Paused requests (max)", "short")
+    return builders.Table(
+        "Top instances by preemption", describe(
+            sig, f"The ten instances with the most preemption right now: {title.lower()} over the rate interval, "
+            "per instance, read from the raw series of the selected instances.",
+            "Preemption is a per-replica failure: one replica with a full KV cache thrashes while the model's "
+            "totals look normal. Click an instance to narrow the dashboard to it.", "preemptions", "requests"),
+        [(f"topk(10, {expr})", title, unit)], title, hidden=("llm_engine",), links=_instance_link(sig),
+        link_column=config.fleet.instance_label)
+
+
+def top_instances_by_latency(sig: Signals, config):
+    sig = sig.raw
+    role = sig.token_latency_role or "ttft"
+    if not sig.spec.has(role):
+        return None
+    info = INFO[role]
+    return builders.Table(
+        f"Top instances by {info.title}", describe(
+            sig, f"The ten instances with the highest {info.meaning} p99 right now, per instance, read from the raw "
+            "series of the selected instances.",
+            "A stalled replica hides in a model-wide p99 that mixes it with healthy ones; here it is named.", role),
+        [(f"topk(10, {sig.quantile(role, 0.99, sig.instance_group)})", info.title, info.unit)], info.title,
+        links=_instance_link(sig), link_column=config.fleet.instance_label)

@@ -2,13 +2,21 @@
 
 The rules they enforce, once: label values escaped; quantiles always over
 `sum by (le, <group>)` of bucket rates; ratios and quantiles that yield no series
-(rather than NaN or Inf) when there is no traffic; renamed series combined as
-`new or old` after aggregation, where their label sets no longer matter.
+(rather than NaN or Inf) when there is no traffic. Which series to combine, and at which
+labels, is `llmdash.panels.signals`' business.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(duration: str) -> int:
+    """Seconds in a simple Prometheus duration such as 90s, 5m, 1h (the form the config allows)."""
+    return int(duration[:-1]) * DURATION_SECONDS[duration[-1]]
 
 
 def escape(value: str) -> str:
@@ -32,24 +40,16 @@ def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
     return f"{series}{{{', '.join(m.render() for m in matchers)}}}"
 
 
-def rate(series_selector: str, window: str) -> str:
-    return f"rate({series_selector}[{window}])"
+def rate(series_selector: str, window: str, offset: str | None = None) -> str:
+    return f"rate({series_selector}[{window}]{f' offset {offset}' if offset else ''})"
 
 
 def by(labels: tuple[str, ...]) -> str:
     return f" by ({', '.join(labels)})" if labels else ""
 
 
-def sum_by(labels: tuple[str, ...], expr: str) -> str:
-    return f"sum{by(labels)} ({expr})"
-
-
-def max_by(labels: tuple[str, ...], expr: str) -> str:
-    return f"max{by(labels)} ({expr})"
-
-
 def first_of(exprs: list[str]) -> str:
-    """`new or old`: the first expression that has a series for a label set wins."""
+    """`new or old`: per label set, the first expression that has a series wins."""
     if len(exprs) == 1:
         return exprs[0]
     return " or ".join(f"({e})" for e in exprs)
@@ -60,13 +60,13 @@ def divide(numerator: str, denominator: str) -> str:
     return f"({numerator}) / ({denominator} > 0)"
 
 
-def quantile(q: float, bucket_rates_by_le: list[str], scale: float = 1.0) -> str:
-    """histogram_quantile over already `sum by (le, …)`-aggregated bucket rates (fallbacks or-ed).
+def quantile(q: float, bucket_rates_by_le: str, scale: float = 1.0) -> str:
+    """histogram_quantile over already `sum by (le, …)`-aggregated bucket rates.
 
     `>= 0` drops the NaN series that an idle window produces; `scale` converts the
     histogram's unit to seconds (e.g. 0.001 for milliseconds).
     """
-    expr = f"histogram_quantile({q:g}, {first_of(bucket_rates_by_le)})"
+    expr = f"histogram_quantile({q:g}, {bucket_rates_by_le})"
     if scale != 1.0:
         expr = f"{expr} * {scale:g}"
     return f"{expr} >= 0"

@@ -1,10 +1,24 @@
 """Named signals: the only place where PromQL is written.
 
-A `Signals` object binds an engine spec to a scope (label matchers: config selectors,
-plus dashboard variables when the query goes into a dashboard) and a rate window
-(`$__rate_interval` in panels, fixed windows in annotations and rules). Panels,
-annotations, alert rules and the demo all ask it for the same expressions, so a
-signal is computed one way everywhere.
+A `Signals` object binds an engine spec to a scope (label matchers: config selectors, plus
+dashboard variables when the query goes into a dashboard) and a rate window
+(`$__rate_interval` in panels, fixed windows in annotations and rules). Panels, annotations,
+recording rules and the demo all ask it for the same expressions, so a signal is computed
+one way everywhere. `RecordedSignals` answers the same questions from the series the
+recording rules write (`llmdash.panels.recorded` names them), for alerts and for dashboards
+with `dashboard.use_recording_rules`.
+
+Fleet rules, once, here:
+- every aggregation keeps the config's `fleet.group_by` labels and the model label, so two
+  clusters serving one model stay apart;
+- a renamed series falls back per series, before any aggregation: each source is first
+  reduced to the replica's identity (group labels, model, instance), then `new or old`, so
+  replicas still on the old name are never hidden by one that exports the new name, and
+  sources with different label sets cannot double count;
+- unprefixed names other exporters share (`generic` in the catalog) are read only under a
+  `job` selector.
+
+`config` is the `llmdash.config.Config` object the caller passes in.
 """
 
 from __future__ import annotations
@@ -18,6 +32,8 @@ from llmdash.panels.promql import Matcher
 
 LATENCY_ROLES = ("itl", "tpot", "ttft")
 ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
+MODEL_LABEL = "model_name"  # what recorded series and alerts call the model, whatever the engine calls it
+PAUSED_RESOLUTION = "30s"  # how finely the paused-requests gauge is sampled when its paused share is taken
 
 
 @dataclass(frozen=True)
@@ -37,43 +53,65 @@ INFO = {
 }
 
 
-class Signals:
-    """PromQL for one engine under one scope; `group` labels every result keeps (model by default)."""
+def model_group(spec: EngineSpec, config) -> tuple[str, ...]:
+    """The labels a per-model result keeps: the fleet's grouping labels and the engine's model label."""
+    return tuple(config.fleet.group_by) + (spec.model_label,)
 
-    def __init__(self, spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str,
-                 recorded: dict[str, str] | None = None):
+
+class Signals:
+    """PromQL for one engine under one scope over raw scraped series.
+
+    `group` (every method's argument) is the labels a result keeps; None means per model
+    (`model_group`), () one fleet-wide value, `instance_group` one value per replica.
+    """
+
+    def __init__(self, spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str):
         self.spec = spec
         self.config = config
         self.scope = scope
         self.window = window
-        self.model = (spec.model_label,)
-        # raw leaf expression -> recording rule name: rules compose alerts from recorded leaves
-        self.recorded = recorded or {}
+        self.model = model_group(spec, config)
+        self.instance_group = self.model + (config.fleet.instance_label,)
 
-    def _is_recorded(self, expr: str) -> bool:
-        return expr.split("{", 1)[0] in self.recorded.values()
+    @property
+    def legend_labels(self) -> tuple[str, ...]:
+        """Labels a per-model series is told apart by in a legend: the model first, then the fleet's groups."""
+        return (self.spec.model_label,) + tuple(self.config.fleet.group_by)
 
-    def _leaf(self, expr: str) -> str:
-        name = self.recorded.get(expr)
-        return promql.selector(name, (Matcher(ENGINE_LABEL, "=", self.spec.id),)) if name else expr
+    @property
+    def raw(self) -> "Signals":
+        """Signals over the raw series (for questions only raw series answer, such as per-instance ones)."""
+        return self
 
     # ---- series selection -------------------------------------------------
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
         own = tuple(Matcher(label, "=", value) for label, value in source.match)
         return promql.selector(series or source.series, own + extra + self.scope)
 
-    def _sources(self, role: str) -> tuple[Source, ...]:
+    def has_job_selector(self) -> bool:
+        return any(m.label == "job" for m in self.scope)
+
+    def sources(self, role: str) -> tuple[Source, ...]:
+        """The role's sources, newest first; generic (unprefixed) names only under a job selector."""
         if not self.spec.has(role):
             raise LlmdashError(f"engine {self.spec.id} has no {role} signal")
-        return self.spec.signal(role).sources
+        sources = tuple(s for s in self.spec.signal(role).sources if not s.metric.generic or self.has_job_selector())
+        return sources
+
+    def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
+        """`reduce by (group)` of the role's sources with fallbacks applied per replica, before aggregation."""
+        group = self.model if group is None else tuple(group)
+        sources = self.sources(role)
+        if len(sources) == 1:
+            return f"{reduce}{promql.by(extra + group)} ({per_source(sources[0])})"
+        identity = extra + self.instance_group
+        return f"{reduce}{promql.by(extra + group)} ({promql.first_of([f'{reduce}{promql.by(identity)} ({per_source(s)})' for s in sources])})"
 
     # ---- counters ---------------------------------------------------------
-    def counter_rate(self, role: str, group: tuple[str, ...] | None = None, window: str | None = None) -> str:
-        """Per-second rate of a counter signal, summed per group; fallbacks or-ed after the sum."""
-        group = self.model if group is None else group
+    def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:
+        """Per-second rate of a counter signal, summed per group (over the window ending `offset` ago)."""
         window = window or self.window
-        return self._leaf(promql.first_of([promql.sum_by(group, promql.rate(self._select(s), window))
-                                           for s in self._sources(role)]))
+        return self._per_series(role, lambda s: promql.rate(self._select(s), window, offset), "sum", group)
 
     def throughput(self, group=None, window=None) -> str:
         return self.counter_rate("throughput", group, window)
@@ -81,17 +119,16 @@ class Signals:
     def requests(self, group=None, window=None) -> str:
         return self.counter_rate("requests", group, window)
 
-    def retracted_tokens(self, side: str, group=None) -> str:
-        return self.counter_rate(f"retracted_{side}_tokens", group)
+    def retracted_tokens(self, side: str, group=None, window=None) -> str:
+        return self.counter_rate(f"retracted_{side}_tokens", group, window)
 
     # ---- gauges -----------------------------------------------------------
-    def gauge(self, role: str, group=None, aggregate=promql.sum_by) -> str:
-        group = self.model if group is None else group
-        return promql.first_of([aggregate(group, self._select(s)) for s in self._sources(role)])
+    def gauge(self, role: str, group=None, reduce: str = "sum") -> str:
+        return self._per_series(role, self._select, reduce, group)
 
     def kv_usage(self, group=None) -> str:
         """The fullest instance counts: KV pressure is per engine, so take the max, never a sum."""
-        return self.gauge("kv_usage", group, promql.max_by)
+        return self.gauge("kv_usage", group, "max")
 
     def waiting(self, group=None) -> str:
         return self.gauge("waiting", group)
@@ -102,7 +139,7 @@ class Signals:
     # ---- preemption -------------------------------------------------------
     @property
     def preemption_is_counter(self) -> bool:
-        return self._sources("preemptions")[0].kind == "counter"
+        return self.sources("preemptions")[0].kind == "counter"
 
     def preemption_rate(self, group=None, window=None) -> str:
         """Preemptions/s from a counter; where the engine only has the paused-requests gauge, the most
@@ -110,40 +147,61 @@ class Signals:
         misses most pauses)."""
         if self.preemption_is_counter:
             return self.counter_rate("preemptions", group, window)
-        group = self.model if group is None else group
         window = window or self.window
-        return promql.first_of([promql.sum_by(group, f"max_over_time({self._select(s)}[{window}])")
-                                for s in self._sources("preemptions")])
+        return self._per_series("preemptions", lambda s: f"max_over_time({self._select(s)}[{window}])", "sum", group)
 
-    def recompute_side(self, group=None) -> str | None:
-        """1 per model, labelled recompute_side="prompt" or "decode": which retracted tokens dominate."""
-        if not (self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")):
-            return None
-        window = self.config.preemption.window
-        prompt = self.counter_rate("retracted_input_tokens", group, window)
-        decode = self.counter_rate("retracted_output_tokens", group, window)
-        return (f'label_replace(({prompt}) >= ({decode}), "recompute_side", "prompt", "", "") * 0 + 1 or '
-                f'label_replace(({decode}) > ({prompt}), "recompute_side", "decode", "", "") * 0 + 1')
+    def preemption_share(self, group=None, window=None) -> str:
+        """How much of its work an instance (or group) loses to preemption: preemptions per finished
+        request from a counter; on a paused-requests gauge, the share of the window in which any
+        request was paused (a blip is one sample, a collapse nearly all of them)."""
+        window = window or self.window
+        if self.preemption_is_counter:
+            return promql.divide(self.preemption_rate(group, window), self.requests(group, window))
+        return self._per_series(
+            "preemptions", lambda s: f"avg_over_time(({self._select(s)} > bool 0)[{window}:{PAUSED_RESOLUTION}])",
+            "max", group)
 
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
-        group = self.model if group is None else group
-        parts = []
-        for s in self._sources("preemptions_per_request"):
-            total = promql.sum_by(group, promql.rate(self._select(s, f"{s.metric.name}_sum"), self.window))
-            count = promql.sum_by(group, promql.rate(self._select(s, f"{s.metric.name}_count"), self.window))
-            parts.append(promql.divide(total, count))
-        return promql.first_of(parts)
+        total = self._per_series("preemptions_per_request", lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_sum"), self.window), "sum", group)
+        count = self._per_series("preemptions_per_request", lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_count"), self.window), "sum", group)
+        return promql.divide(total, count)
+
+    @property
+    def has_retracted_sides(self) -> bool:
+        return self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")
 
     # ---- histograms -------------------------------------------------------
-    def quantile(self, role: str, q: float = 0.99, group=None, window=None) -> str:
-        group = self.model if group is None else group
+    def scale(self, role: str) -> float:
+        return UNIT_TO_SECONDS[self.sources(role)[0].metric.unit]
+
+    def bucket_rates(self, role: str, group=None, window=None) -> str:
+        """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
         window = window or self.window
-        sources = self._sources(role)
-        scale = UNIT_TO_SECONDS[sources[0].metric.unit]
-        rates = [promql.sum_by(("le",) + tuple(group),
-                               promql.rate(self._select(s, f"{s.metric.name}_bucket"), window)) for s in sources]
-        return self._leaf(promql.quantile(q, rates, scale))
+        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket"), window),
+                                "sum", group, extra=("le",))
+
+    def quantile(self, role: str, q: float = 0.99, group=None, window=None) -> str:
+        return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
+
+    def top_bound(self, role: str) -> float:
+        """The histogram's highest finite bound, in seconds: no quantile can read above it."""
+        return max(s.metric.buckets[-1] * self.scale(role) for s in self.sources(role))
+
+    def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
+        """Share of observations above the highest finite bound, where a quantile would read the bound itself."""
+        window = window or self.window
+        top = Matcher("le", "=", self.spec.le(self.top_bound(role) / self.scale(role)))
+        within = self._per_series(role, lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_bucket", (top,)), window), "sum", group)
+        return f"1 - {promql.divide(within, self._count_rate(role, group, window))}"
+
+    def _count_rate(self, role: str, group=None, window=None) -> str:
+        window = window or self.window
+        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_count"), window),
+                                "sum", group)
 
     @property
     def token_latency_role(self) -> str | None:
@@ -155,6 +213,10 @@ class Signals:
         """The finest latency histogram the engine has: ITL, else per-request TPOT, else TTFT."""
         return next(role for role in LATENCY_ROLES if self.spec.has(role))
 
+    @property
+    def latency_roles(self) -> tuple[str, ...]:
+        return tuple(role for role in LATENCY_ROLES if self.spec.has(role))
+
     def slo_target(self, name: str) -> float | None:
         """SLO target in seconds: the config's, else the catalog default; None when neither applies."""
         configured = getattr(self.config.slo, name)
@@ -162,7 +224,7 @@ class Signals:
         if target is None:
             return None
         role = "ttft" if name == "ttft_seconds" else self.token_latency_role
-        for source in self._sources(role):
+        for source in self.sources(role):
             problem = bound_problem(source.metric, target)
             if problem:
                 raise LlmdashError(f"{self.config.source}: slo.{name}: {problem} ({self.spec.id}); "
@@ -171,35 +233,41 @@ class Signals:
 
     def slo_share(self, role: str, target_seconds: float, group=None) -> str:
         """Share of observations at or under the target, read from the target's own bucket."""
-        group = self.model if group is None else group
-        parts = []
-        for s in self._sources(role):
-            le = Matcher("le", "=", self.spec.le(bucket_for(s.metric, target_seconds)))
-            good = promql.sum_by(group, promql.rate(self._select(s, f"{s.metric.name}_bucket", (le,)), self.window))
-            total = promql.sum_by(group, promql.rate(self._select(s, f"{s.metric.name}_count"), self.window))
-            parts.append(promql.divide(good, total))
-        return promql.first_of(parts)
+        le = Matcher("le", "=", self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds)))
+        good = self._per_series(role, lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
+        return promql.divide(good, self._count_rate(role, group))
 
     # ---- divergence: latency rising while throughput holds -------------------
-    def latency_vs_baseline(self, group=None) -> str:
-        """Latency p99 now divided by its baseline: the median of the same p99 over the trailing window.
+    def _baseline(self, expr: str) -> str:
+        """The median of `expr` over the baseline window that ended `baseline_offset` ago.
 
-        Not the p99 of the whole window's buckets: that needs only 1 % slow samples in the hour,
-        so a collapse would become its own baseline within minutes and the ratio fall back under
-        the factor while the collapse goes on. The median holds for half the baseline window.
+        A median of the windowed values, not one value over the whole window (a p99 of the hour's
+        buckets needs only 1 % slow samples, so a collapse would become its own baseline within
+        minutes; an hour's rate is skewed by a series that starts inside it), and offset, so the
+        incident itself stays out of it for the offset plus half the window.
         """
         d = self.config.divergence
-        now = self.quantile(self.latency_role, 0.99, group, d.window)
-        history = f"{now}[{d.baseline_window}]" if self._is_recorded(now) else \
-            f"({now})[{d.baseline_window}:{d.baseline_resolution}]"
-        return promql.divide(now, f"quantile_over_time(0.5, {history})")
+        return f"quantile_over_time(0.5, ({expr})[{d.baseline_window}:{d.baseline_resolution}] offset {d.baseline_offset})"
+
+    def latency_baseline(self, group=None) -> str:
+        return self._baseline(self.quantile(self.latency_role, 0.99, group, self.config.divergence.window))
+
+    def latency_vs_baseline(self, group=None) -> str:
+        d = self.config.divergence
+        return promql.divide(self.quantile(self.latency_role, 0.99, group, d.window), self.latency_baseline(group))
+
+    def throughput_baseline(self, group=None) -> str:
+        """Output tok/s over the same offset window as the latency baseline: a load increase stays outside
+        the band until both baselines have absorbed it."""
+        return self._baseline(self.throughput(group, self.config.divergence.window))
 
     def throughput_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
-        return promql.divide(self.throughput(group, d.window), self.throughput(group, d.baseline_window))
+        return promql.divide(self.throughput(group, d.window), self.throughput_baseline(group))
 
     def divergence_condition(self, group=None) -> str:
-        """Latency p99 / baseline p99, per model, while it is >= factor and output tok/s stays within
+        """Latency p99 / baseline, per model, while it is >= factor and output tok/s stays within
         the band of its own baseline and above the traffic floor (too few tokens make p99 noise)."""
         d = self.config.divergence
         latency_up = f"{self.latency_vs_baseline(group)} >= {d.latency_factor:g}"
@@ -214,3 +282,10 @@ class Signals:
     def preemption_active(self, group=None) -> str:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""
         return promql.as_flag(f"{self.preemption_rate(group, self.config.preemption.window)} > 0")
+
+    # ---- missing series ----------------------------------------------------
+    def present(self, role: str) -> str:
+        """1 per replica that exports any source of `role` (a histogram by its _count)."""
+        def series(s: Source) -> str:
+            return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
+        return self._per_series(role, series, "group", self.instance_group)

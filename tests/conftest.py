@@ -11,14 +11,14 @@ from llmdash.errors import LlmdashError
 
 @pytest.fixture(scope="session")
 def prometheus_scenarios():
-    """(server, {scenario: ScenarioWindow}) for every scenario and every engine with an emitter.
+    """(server, {scenario: ScenarioWindow}) for every classic (single-instance) scenario and every engine.
 
     One server for the whole session: simulating and backfilling all scenarios is the
     expensive part. A missing `prometheus` binary fails the tests with the install hint.
     """
     from llmdash.lab.promserver import PrometheusServer, load_scenarios
     from llmdash.lab.exposition import EMITTERS
-    from llmdash.lab.scenarios import SCENARIOS
+    from llmdash.lab.scenarios import CLASSIC_SCENARIOS
 
     started = time.monotonic()
     try:
@@ -26,7 +26,7 @@ def prometheus_scenarios():
     except LlmdashError as exc:
         pytest.fail(f"end-to-end tests need a real Prometheus: {exc}", pytrace=False)
     try:
-        windows = load_scenarios(server, list(SCENARIOS), sorted(EMITTERS))
+        windows = load_scenarios(server, list(CLASSIC_SCENARIOS), sorted(EMITTERS))
         server.start()
     except BaseException:
         server.stop()

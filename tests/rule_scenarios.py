@@ -13,8 +13,8 @@ from typing import Callable
 
 from llmdash.engines.catalog import EngineSpec, Source
 
-MINUTES = 180
-ONSET = 90  # minute of the scenario's event
+MINUTES = 240
+ONSET = 150  # minute of the scenario's event: after two hours, so the offset divergence baselines are full
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Traffic:
     waiting: float = 2.0
     running: float = 30.0
     reset: bool = False              # counters restart from zero this minute
+    slow_scale: float = 1.0          # stalls this many times longer than LATENCY's
 
 
 STEADY = Traffic()
@@ -73,6 +74,52 @@ def low_traffic(minute: int) -> Traffic:
     return Traffic(tokens_per_s=0.5, requests_per_s=0.01, slow_share=0.3 if stall else 0.0, waiting=0, running=1)
 
 
+def thrashing(minute: int) -> Traffic:
+    """One replica preempting 0.09/s (9 % of its requests) from the onset: the fleet sum is small, the replica is not."""
+    return Traffic(preemptions_per_s=0.09, retracted_prompt_per_s=20, paused=2, slow_share=0.05, kv_usage=0.99) \
+        if minute >= ONSET else STEADY
+
+
+def background(minute: int) -> Traffic:
+    """A healthy replica preempting once every 500 s at 2 requests/s: 0.1 % of its requests."""
+    return Traffic(requests_per_s=2.0, preemptions_per_s=0.002)
+
+
+def alternating_sides(minute: int) -> Traffic:
+    """0.5 retractions/s whose cost flips between prompt and generated tokens every minute."""
+    if minute < ONSET:
+        return STEADY
+    prompt = minute % 2 == 0
+    return Traffic(preemptions_per_s=0.5, retracted_prompt_per_s=200 if prompt else 20,
+                   retracted_generated_per_s=20 if prompt else 200, slow_share=0.05, kv_usage=0.99)
+
+
+def capped_collapse(minute: int) -> Traffic:
+    """A collapse whose stalls are longer than any histogram's top bound below 10 s (Triton TTFT tops out at 5 s)."""
+    return Traffic(slow_share=0.05, slow_scale=4.0, preemptions_per_s=0.5, paused=3, kv_usage=0.99) \
+        if minute >= ONSET else STEADY
+
+
+def prompt_growth(minute: int) -> Traffic:
+    """Longer prompts at the same request rate and token throughput: latency up, not one preemption."""
+    return Traffic(slow_share=0.05, kv_usage=0.8) if minute >= ONSET else STEADY
+
+
+def long_collapse(minute: int) -> Traffic:
+    """The collapse lasting until the scenario's end, 90 minutes after the onset."""
+    return COLLAPSE if minute >= ONSET else STEADY
+
+
+def paused_blips(minute: int) -> Traffic:
+    """Two single scrapes with paused requests, four minutes apart: a blip, not a collapse."""
+    return Traffic(paused=2) if minute in (ONSET, ONSET + 4) else STEADY
+
+
+def stalled(minute: int) -> Traffic:
+    """A replica stuck in stalls the whole time: ITL and TTFT tails at their slow values, KV full."""
+    return Traffic(slow_share=0.5, kv_usage=0.99, preemptions_per_s=0.2, paused=3)
+
+
 def tp_overcount(minute: int) -> Traffic:
     """0.08 preemptions/s on each rank: under the 0.1/s threshold unless ranks are summed."""
     if minute < ONSET:
@@ -90,23 +137,39 @@ class _Series:
         return {"series": f"{name}{{{selector}}}", "values": " ".join(f"{v:.6g}" for v in self.values)}
 
 
-def _labels(spec: EngineSpec, source: Source, model: str, instance: str) -> list[dict[str, str]]:
-    base = {spec.model_label: model, "instance": instance, **dict(source.match)}
+@dataclass(frozen=True)
+class Replica:
+    """One engine process: the model it serves, its traffic, and how it is labelled and named."""
+
+    model: str
+    shape: Callable[[int], Traffic]
+    instance: str = ""               # default <model>-0
+    era: str = "new"                 # "old": each signal's oldest source, as exported before a rename
+    labels: tuple[tuple[str, str], ...] = ()  # e.g. (("cluster", "eu-1"),)
+
+
+def _labels(spec: EngineSpec, source: Source, replica: Replica) -> list[dict[str, str]]:
+    base = {spec.model_label: replica.model, "instance": replica.instance or f"{replica.model}-0",
+            **dict(replica.labels), **dict(source.match)}
     if "tp_rank" in source.metric.labels:  # a tensor-parallel engine: every rank exports its own copy
         return [{**base, "tp_rank": rank} for rank in ("0", "1")]
     return [base]
 
 
-def input_series(spec: EngineSpec, models: dict[str, Callable[[int], Traffic]]) -> list[dict]:
-    """promtool input_series: every signal's newest source for each model, minute by minute."""
+def input_series(spec: EngineSpec, replicas: dict[str, Callable[[int], Traffic]] | list[Replica],
+                 roles: tuple[str, ...] | None = None) -> list[dict]:
+    """promtool input_series: every signal's newest (era "old": oldest) source for each replica, minute by
+    minute; `replicas` may also map model -> traffic, one replica each. `roles` limits the signals emitted."""
+    if isinstance(replicas, dict):
+        replicas = [Replica(model, shape) for model, shape in replicas.items()]
     out = []
-    for model, shape in models.items():
-        traffic = [shape(m) for m in range(MINUTES)]
+    for replica in replicas:
+        traffic = [replica.shape(m) for m in range(MINUTES)]
         for role, signal in spec.signals.items():
-            if not signal.sources:
+            if not signal.sources or (roles is not None and role not in roles):
                 continue
-            source = signal.sources[0]
-            for labels in _labels(spec, source, model, f"{model}-0"):
+            source = signal.sources[-1] if replica.era == "old" else signal.sources[0]
+            for labels in _labels(spec, source, replica):
                 out += [s.render(name) for name, s in _role_series(spec, role, source, labels, traffic)]
     return out
 
@@ -142,6 +205,7 @@ def _histogram(spec: EngineSpec, source: Source, labels: dict, traffic: list[Tra
     metric = source.metric
     scale = {"seconds": 1.0, "milliseconds": 1000.0}[metric.unit]
     fast, slow = (v * scale for v in LATENCY[role])
+    slow_of = lambda t: slow * t.slow_scale  # noqa: E731
     bounds = list(metric.buckets) + [float("inf")]
     per_token = OBSERVATIONS_PER_TOKEN[role]
 
@@ -150,10 +214,10 @@ def _histogram(spec: EngineSpec, source: Source, labels: dict, traffic: list[Tra
 
     buckets = {}
     for bound in bounds:
-        share = lambda t, b=bound: ((1 - t.slow_share) if fast <= b else 0) + (t.slow_share if slow <= b else 0)
+        share = lambda t, b=bound: ((1 - t.slow_share) if fast <= b else 0) + (t.slow_share if slow_of(t) <= b else 0)
         le = "+Inf" if bound == float("inf") else spec.le(bound)
         buckets[le] = _counter(traffic, lambda t, s=share: per_minute(t) / 60 * s(t))
     total = _counter(traffic, lambda t: per_minute(t) / 60)
-    sums = _counter(traffic, lambda t: per_minute(t) / 60 * ((1 - t.slow_share) * fast + t.slow_share * slow))
+    sums = _counter(traffic, lambda t: per_minute(t) / 60 * ((1 - t.slow_share) * fast + t.slow_share * slow_of(t)))
     series = [(f"{metric.name}_bucket", _Series({**labels, "le": le}, values)) for le, values in buckets.items()]
     return series + [(f"{metric.name}_count", _Series(labels, total)), (f"{metric.name}_sum", _Series(labels, sums))]

@@ -22,6 +22,7 @@ LAYERS = {
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,
+    "llmdash.doctor": 5,
     "llmdash.cli": 6,
 }
 

@@ -57,8 +57,8 @@ def test_preemption_row_has_direct_or_indirect_signal(engine):
 def test_engine_specific_preemption_panels():
     assert "Preemptions per finished request" in [p["title"] for p in rows(DASHBOARDS["vllm"])["Preemption"]]
     retracted = [p for p in rows(DASHBOARDS["sglang"])["Preemption"] if p["title"].startswith("Retracted")]
-    assert [t["legendFormat"] for t in retracted[0]["targets"]][:2] == ["{{model_name}} prompt",
-                                                                       "{{model_name}} generated"]
+    assert [t["legendFormat"] for t in retracted[0]["targets"]][:2] == ["{{model_name}} {{cluster}} {{namespace}} prompt",
+                                                                       "{{model_name}} {{cluster}} {{namespace}} generated"]
     paused = [p for p in rows(DASHBOARDS["tensorrt-llm-serve"])["Preemption"] if p["title"] == "Paused requests"]
     assert "MAX_UTILIZATION" in paused[0]["description"]
     tile = [p for p in rows(DASHBOARDS["lmdeploy"])["On-call"] if p["title"] == "Preemptions"][0]
@@ -122,20 +122,20 @@ def test_validator_rejects_the_mistakes_existing_dashboards_ship():
 
 
 def test_all_expressions_obey_the_promql_rules():
-    for engine, dashboard in DASHBOARDS.items():
-        for where, expr in expressions(dashboard):
-            assert check_expr(expr, SPECS[engine], BUILT_IN_SERIES) == [], where
+    for engine, spec in SPECS.items():
+        for where, expr in expressions(DASHBOARDS[engine]):
+            assert check_expr(expr, spec, BUILT_IN_SERIES.__contains__) == [], where
             for match in re.finditer(r"histogram_quantile\(", expr):
                 assert "sum by (le" in expr[match.end():match.end() + 40]
 
 
 def test_default_selection_is_by_metric_name_and_variables_default_to_all():
     variables = DASHBOARDS["vllm"]["templating"]["list"]
-    assert [v["name"] for v in variables] == ["datasource", "model_name", "instance"]
+    assert [v["name"] for v in variables] == ["datasource", "cluster", "namespace", "model_name", "instance"]
     for variable in variables[1:]:
         assert variable["includeAll"] and variable["multi"] and variable["current"]["value"] == ["$__all"]
     for _, expr in expressions(DASHBOARDS["vllm"]):
-        assert "job=" not in expr and "namespace=" not in expr
+        assert 'job="' not in expr and 'namespace="' not in expr
 
 
 def test_config_selectors_are_escaped_and_label_variables_added():

@@ -182,3 +182,13 @@ def test_a_whole_dashboard_draws(tmp_path):
     picture = render_dashboard(result, tmp_path / "lmdeploy.png", ORIGIN, spec=load_engine("lmdeploy"))
     assert picture.read_bytes().startswith(b"\x89PNG")
 
+
+
+def test_an_instance_table_lists_its_largest_values_first_in_the_panel_unit():
+    from llmdash.lab.evaluate import PanelResult, Series, TargetResult
+    from llmdash.lab.render import table_rows
+    panel = PanelResult(1, "table", "Top instances by ITL p99", "Instances", {"x": 0, "y": 0, "w": 12, "h": 8}, "s",
+                        defaults={"unit": "s"}, options={})
+    panel.targets.append(TargetResult("Instances", panel.title, "A", "topk(10, x)", [
+        Series({"instance": "a:8000"}, [(0, 0.05)]), Series({"instance": "b:8000"}, [(0, 0.9)])]))
+    assert table_rows(panel) == [("b:8000", "900 ms"), ("a:8000", "50 ms")]

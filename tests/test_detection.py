@@ -1,43 +1,58 @@
 """Detection quality on the simulator's scenarios, through Prometheus' own rule evaluation
-(`promtool test rules`): the paging alerts catch the collapse in time on every engine and
-never fire on a load ramp, an idle engine or a restart."""
+(`promtool test rules`): the pages catch the collapse in time on every engine and nothing critical
+fires on a load ramp, an idle engine, a restart or longer prompts without preemption.
+
+One seed here, to keep the suite fast; `make bench-detect` runs seeds 1-4 and the fleet scenarios
+and reports min / median / max delays (README, "Detection quality")."""
 
 import pytest
 
-from llmdash.lab import bench
 from llmdash.config import Config
-from llmdash.rules.generate import DIVERGENCE, PREEMPTIONS_HIGH
 from llmdash.engines.catalog import load_all
+from llmdash.lab import bench
+from llmdash.rules.generate import DIVERGENCE, PREEMPTIONS_HIGH
 
 pytestmark = pytest.mark.e2e
 
 SPECS = load_all()
 ENGINES = tuple(sorted(SPECS))
+QUIET = ("load-ramp", "idle", "restart", "prompt-growth")
 
 
 @pytest.fixture(scope="module")
 def outcomes():
-    results = bench.run(ENGINES, Config(), seed=1, names=("kv-collapse", "load-ramp", "idle", "restart"))
+    results = bench.run(ENGINES, Config(), seed=1, names=("kv-collapse", *QUIET))
     return {(o.engine, o.scenario): o for o in results}
+
+
+def critical(outcome) -> list:
+    return [f for f in outcome.firings if dict(f.labels).get("severity") == "critical"]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
     collapse = outcomes[(engine, "kv-collapse")]
     divergence = collapse.delay_s(DIVERGENCE)
-    assert divergence is not None and divergence <= 10 * 60, divergence
-    if SPECS[engine].has("preemptions"):
+    assert divergence is not None and divergence <= 5 * 60, divergence
+    if SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter":
         preemption = collapse.delay_s(PREEMPTIONS_HIGH)
-        assert preemption is not None and 0 <= preemption <= 7 * 60, preemption
+        assert preemption is not None and 0 <= preemption <= 5 * 60, preemption
+    # A paused-requests gauge holds the latest iteration only and catches a few pauses in a collapse,
+    # like two blips: its page waits for sustained pausing (README, "Detection quality").
     for alert in (DIVERGENCE, PREEMPTIONS_HIGH):
         assert {f.model for f in collapse.fired(alert)} <= {collapse.affected_model}
 
 
-@pytest.mark.parametrize("scenario", ["load-ramp", "idle", "restart"])
+@pytest.mark.parametrize("scenario", QUIET)
 @pytest.mark.parametrize("engine", ENGINES)
-def test_no_page_without_a_collapse(outcomes, engine, scenario):
+def test_nothing_critical_without_a_collapse(outcomes, engine, scenario):
     outcome = outcomes[(engine, scenario)]
-    assert outcome.fired(DIVERGENCE) == [] and outcome.fired(PREEMPTIONS_HIGH) == []
+    if scenario == "prompt-growth" and not SPECS[engine].has("preemptions"):
+        # divergence is this engine's only page, so longer prompts may page it: the price of no metric
+        assert {f.alert for f in critical(outcome)} <= {DIVERGENCE}
+        return
+    assert critical(outcome) == [], [f.alert for f in critical(outcome)]
+    assert outcome.fired(PREEMPTIONS_HIGH) == []
 
 
 def test_naive_baselines_miss_what_the_project_catches(outcomes):

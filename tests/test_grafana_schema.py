@@ -23,7 +23,8 @@ def _first(dashboard: dict, kind: str) -> tuple[int, dict]:
 
 
 def test_every_generated_dashboard_is_found():
-    assert [p.stem for p in GENERATED] == ["lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+    assert [p.stem for p in GENERATED] == ["fleet", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton",
+                                           "vllm"]
 
 
 @pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.stem)
@@ -86,6 +87,20 @@ def _stat_custom_field_option(d):
             "allowed ('lineWidth' was unexpected) (Grafana schema)")
 
 
+def _misspelled_table_option(d):
+    i, panel = _first(d, "table")
+    panel["options"]["showHeadr"] = panel["options"].pop("showHeader")
+    return (f"panel {panel['title']!r} $.panels[{i}].options: Additional properties are not allowed "
+            "('showHeadr' was unexpected) (Grafana schema)")
+
+
+def _table_cell_options_without_type(d):
+    i, panel = _first(d, "table")
+    panel["fieldConfig"]["defaults"]["custom"]["cellOptions"] = {}
+    return (f"panel {panel['title']!r} $.panels[{i}].fieldConfig.defaults.custom.cellOptions: 'type' is a required "
+            "property (Grafana schema)")
+
+
 def _panel_nested_in_collapsed_row(d):
     i, row = _first(d, "row")
     _, chart = _first(d, "timeseries")
@@ -105,13 +120,14 @@ def _unknown_panel_type(d):
     i, panel = _first(d, "timeseries")
     panel["type"] = "piechart"
     return (f"panel {panel['title']!r} $.panels[{i}].type: 'piechart' has no Grafana schema here "
-            "(known: stat, text, timeseries)")
+            "(known: stat, table, text, timeseries)")
 
 
 @pytest.mark.parametrize("mistake", [
     _misspelled_legend_option, _misspelled_stat_option, _string_grid_width, _string_line_width,
     _string_reduce_limit, _unknown_legend_mode, _legend_without_show_legend, _stat_custom_field_option,
-    _panel_nested_in_collapsed_row, _empty_variable_current, _unknown_panel_type,
+    _misspelled_table_option, _table_cell_options_without_type, _panel_nested_in_collapsed_row,
+    _empty_variable_current, _unknown_panel_type,
 ], ids=lambda f: f.__name__.strip("_"))
 def test_deviation_is_one_line_naming_panel_and_path(mistake):
     dashboard = copy.deepcopy(VLLM)

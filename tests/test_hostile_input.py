@@ -75,7 +75,7 @@ def assert_one_line_exit_2(result, *fragments: str) -> None:
 
 def test_every_float_of_the_config_is_covered():
     assert {"thresholds.kv_usage.warning", "slo.itl_seconds", "divergence.min_tokens_per_second",
-            "preemption.alert_rate", "grafana.read_timeout"} <= set(float_keys())
+            "preemption.page_share", "preemption.paused_share", "grafana.read_timeout"} <= set(float_keys())
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "9" * 400])

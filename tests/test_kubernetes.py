@@ -78,8 +78,9 @@ def test_every_engine_gets_a_configmap_a_grafanadashboard_and_a_prometheusrule(w
     kinds = {}
     for manifest in manifests.values():
         kinds.setdefault(manifest["kind"], []).append(manifest.get("metadata", {}).get("name"))
-    expected = sorted(f"llmdash-{engine}" for engine in Config().engine_ids)
-    assert sorted(kinds["ConfigMap"]) == sorted(kinds["GrafanaDashboard"]) == sorted(kinds["PrometheusRule"]) == expected
+    engines = sorted(f"llmdash-{engine}" for engine in Config().engine_ids)
+    assert sorted(kinds["ConfigMap"]) == sorted(kinds["GrafanaDashboard"]) == sorted(engines + ["llmdash-fleet"])
+    assert sorted(kinds["PrometheusRule"]) == engines
     assert len(kinds["Kustomization"]) == 4
 
 

@@ -1,5 +1,8 @@
-"""Alert rules under `promtool test rules`: they fire on preemption and divergence, per model,
-and stay silent on load increases, idle engines, restarts, low traffic and TP-rank duplicates."""
+"""Alert and recording rules under `promtool test rules`, on input series shaped by hand from the
+catalogs: single models and fleets (one bad replica among many, rare preemptions spread over a
+hundred, a rolling upgrade with old and new names side by side, two clusters), collapses short and
+long, and the look-alikes that must not page (load increase, idle, restart, low traffic, longer
+prompts, paused-gauge blips, TP-rank duplicates)."""
 
 import shutil
 import subprocess
@@ -10,14 +13,20 @@ import yaml
 
 from llmdash.build import build_rule_files
 from llmdash.config import Config
-from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, render_rules
 from llmdash.engines.catalog import load_all
+from llmdash.panels.recorded import RecordedNames
+from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, SIGNAL_MISSING, TTFT_HIGH, inhibit_rules,
+                                    render_rules)
 from tests import rule_scenarios as sc
+from tests.rule_scenarios import Replica
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
 RULES = build_rule_files(Config())
+NAMES = RecordedNames(Config())
 PROMTOOL = shutil.which("promtool")
+WITH_PREEMPTION = sorted(e for e, s in SPECS.items() if s.has("preemptions"))
+COUNTING = sorted(e for e, s in SPECS.items() if s.has("preemptions") and s.signal("preemptions").sources[0].kind == "counter")
 
 
 @pytest.fixture(scope="module")
@@ -28,28 +37,34 @@ def promtool():
     return PROMTOOL
 
 
+def severity(alert: str, spec) -> str:
+    if alert == PREEMPTIONS_HIGH or (alert == DIVERGENCE and not spec.has("preemptions")):
+        return "critical"
+    return "warning"
+
+
 def firing(alert: str, spec, model: str, **extra) -> dict:
     labels = {"alertname": alert, "alertstate": "firing", "llm_engine": spec.id, "model_name": model,
-              spec.model_label: model, **extra}
-    labels["severity"] = "critical" if alert in (PREEMPTIONS_HIGH, DIVERGENCE) else "warning"
+              "severity": severity(alert, spec), **extra}
     body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     return {"labels": f"ALERTS{{{body}}}", "value": 1}
 
 
-def never_fired(alerts) -> dict:
+def never_fired(alerts, **matchers) -> dict:
     names = "|".join(alerts)
-    return {"expr": f'count_over_time(ALERTS{{alertname=~"{names}", alertstate="firing"}}[{sc.MINUTES}m])',
+    extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
+    return {"expr": f'count_over_time(ALERTS{{alertname=~"{names}", alertstate="firing"{extra}}}[{sc.MINUTES}m])',
             "eval_time": f"{sc.MINUTES - 1}m", "exp_samples": []}
 
 
-def run_promtool(promtool, tmp_path, spec, models, checks) -> None:
+def run_promtool(promtool, tmp_path, spec, replicas, checks, roles=None) -> None:
     rules = tmp_path / f"{spec.id}.rules.yaml"
     rules.write_text(render_rules(RULES[spec.id]))
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m", "input_series": sc.input_series(spec, models), "promql_expr_test": checks}]}
+        "interval": "1m", "input_series": sc.input_series(spec, replicas, roles), "promql_expr_test": checks}]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
 
@@ -61,35 +76,134 @@ def test_rule_files_pass_promtool_check(promtool, tmp_path, engine):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# One promtool run per engine: every single-model scenario is its own model in the same input,
+# so a collapse runs beside healthy, idle, restarting and ramping models at once.
+QUIET = ("steady", "load_ramp", "idle", "restart", "low_traffic")
+
+
 @pytest.mark.parametrize("engine", sorted(SPECS))
-def test_collapse_fires_for_the_collapsing_model_only(promtool, tmp_path, engine):
+def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine):
     spec = SPECS[engine]
-    checks = [{"expr": 'ALERTS{alertstate="firing"}', "eval_time": f"{sc.ONSET - 1}m", "exp_samples": []},
-              {"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing"}}',
-               "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [firing(DIVERGENCE, spec, "m1")]}]
+    models = {"collapse": sc.collapse, "long_collapse": sc.long_collapse, "prompt_growth": sc.prompt_growth,
+              **{name: getattr(sc, name) for name in QUIET}}
+    before = f"{sc.ONSET - 1}m"
+    checks = [{"expr": 'ALERTS{alertstate="firing"}', "eval_time": before, "exp_samples": []}]
+    # the collapse: divergence, and the preemption page on the instance, within minutes
+    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name=~".*collapse"}}',
+                   "eval_time": f"{sc.ONSET + 10}m",
+                   "exp_samples": [firing(DIVERGENCE, spec, m) for m in ("collapse", "long_collapse")]})
     if spec.has("preemptions"):
-        side = {"recompute_side": "prompt"} if spec.has("retracted_input_tokens") else {}
         checks.append({"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
-                       "eval_time": f"{sc.ONSET + 7}m", "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "m1", **side)]})
-    run_promtool(promtool, tmp_path, spec, {"m1": sc.collapse, "m2": sc.steady}, checks)
+                       "eval_time": f"{sc.ONSET + 4}m",
+                       "exp_samples": [firing(PREEMPTIONS_HIGH, spec, m, instance=f"{m}-0")
+                                       for m in ("collapse", "long_collapse")]})
+    # a 75-minute collapse keeps both pages to its end: the incident never becomes its own baseline
+    end = f"{sc.ONSET + 75}m"
+    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name="long_collapse"}}',
+                   "eval_time": end, "exp_samples": [firing(DIVERGENCE, spec, "long_collapse")]})
+    if spec.has("preemptions"):
+        checks.append({"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing", model_name="long_collapse"}}',
+                       "eval_time": end,
+                       "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "long_collapse", instance="long_collapse-0")]})
+    # longer prompts without preemption: the divergence shows, but pages only where nothing counts preemptions
+    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name="prompt_growth"}}',
+                   "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [firing(DIVERGENCE, spec, "prompt_growth")]})
+    if spec.has("preemptions"):
+        checks.append(never_fired([".*"], severity="critical", model_name="prompt_growth"))
+    # the look-alikes: no preemption or divergence alert; no static latency alert but on a heavier load
+    for name in QUIET:
+        alerts = [PREEMPTIONS_HIGH, DIVERGENCE] + ([TTFT_HIGH, ITL_HIGH] if name != "load_ramp" else [])
+        checks.append(never_fired(alerts, model_name=name))
+    run_promtool(promtool, tmp_path, spec, models, checks)
 
 
-@pytest.mark.parametrize("scenario", ["load_ramp", "idle", "restart", "low_traffic", "steady"])
-@pytest.mark.parametrize("engine", sorted(SPECS))
-def test_no_page_without_preemption(promtool, tmp_path, engine, scenario):
-    alerts = [PREEMPTIONS_HIGH, DIVERGENCE]
-    if scenario != "load_ramp":  # a static latency threshold does fire on a heavier load: that is its flaw
-        alerts += [TTFT_HIGH, ITL_HIGH]
-    run_promtool(promtool, tmp_path, SPECS[engine], {"m1": getattr(sc, scenario), "m2": sc.steady},
-                 [never_fired(alerts)])
+@pytest.mark.parametrize("engine", WITH_PREEMPTION)
+def test_one_thrashing_replica_among_20_pages_within_4_minutes_and_is_named(promtool, tmp_path, engine):
+    spec = SPECS[engine]
+    fleet = [Replica("m1", sc.thrashing if i == 7 else sc.steady, instance=f"m1-{i}") for i in range(20)]
+    checks = [{"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
+               "eval_time": f"{sc.ONSET + 4}m",
+               "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "m1", instance="m1-7")]}]
+    run_promtool(promtool, tmp_path, spec, fleet, checks, roles=("preemptions", "requests", "running"))
+
+
+@pytest.mark.parametrize("engine", COUNTING)
+def test_rare_preemptions_over_100_replicas_never_page(promtool, tmp_path, engine):
+    """0.2 preemptions/s across the model (1 in 1000 requests) paged under a fleet-wide absolute threshold."""
+    fleet = [Replica("m1", sc.background, instance=f"m1-{i}") for i in range(100)]
+    checks = [never_fired([PREEMPTIONS_HIGH]),
+              {"expr": f"sum({NAMES.preemptions()}) > bool 0.1", "eval_time": f"{sc.ONSET}m",
+               "exp_samples": [{"labels": "{}", "value": 1}]}]  # the fleet sum is above the old 0.1/s threshold
+    run_promtool(promtool, tmp_path, SPECS[engine], fleet, checks, roles=("preemptions", "requests"))
+
+
+@pytest.mark.parametrize("engine", [e for e, s in SPECS.items() if s.has("kv_usage") and
+                                    any(len(s.signal(r).sources) > 1 for r in ("itl", "kv_usage") if s.has(r))])
+def test_rolling_upgrade_keeps_the_old_replica_in_every_aggregate(promtool, tmp_path, engine):
+    """A stalled replica still on the old metric names beside a healthy one on the new names."""
+    spec = SPECS[engine]
+    fleet = [Replica("m1", sc.stalled, instance="old", era="old"), Replica("m1", sc.steady, instance="new")]
+    checks = [{"expr": f"{NAMES.gauge('kv_usage')}", "eval_time": "30m",
+               "exp_samples": [{"labels": f'{NAMES.gauge("kv_usage")}{{llm_engine="{engine}", model_name="m1"}}',
+                                "value": 0.99}]}]
+    role = next(r for r in ("itl", "tpot", "ttft") if spec.has(r))
+    checks.append({"expr": f"{NAMES.quantile(role, 0.99)} > bool 0.2", "eval_time": "30m",
+                   "exp_samples": [{"labels": f'{{llm_engine="{engine}", model_name="m1"}}', "value": 1}]})
+    run_promtool(promtool, tmp_path, spec, fleet, checks)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "lmdeploy"])
+def test_two_clusters_serving_one_model_page_separately(promtool, tmp_path, engine):
+    spec = SPECS[engine]
+    fleet = [Replica("m1", sc.collapse, instance="a-0", labels=(("cluster", "eu-1"),)),
+             Replica("m1", sc.steady, instance="b-0", labels=(("cluster", "us-1"),))]
+    checks = [{"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 10}m",
+               "exp_samples": [firing(DIVERGENCE, spec, "m1", cluster="eu-1")]}]
+    run_promtool(promtool, tmp_path, spec, fleet, checks)
+
+
+def test_sglang_alert_labels_stay_stable_when_the_recompute_side_flips(promtool, tmp_path):
+    spec = SPECS["sglang"]
+    checks = [{"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
+               "eval_time": f"{sc.ONSET + 30}m",
+               "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "m1", instance="m1-0")]}]
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.alternating_sides}, checks)
 
 
 def test_retractions_are_read_from_one_tp_rank(promtool, tmp_path):
-    """0.08/s on each of two ranks stays under 0.1/s: summing ranks would page."""
-    run_promtool(promtool, tmp_path, SPECS["sglang"], {"m1": sc.tp_overcount}, [never_fired([PREEMPTIONS_HIGH])])
+    """Every rank repeats the retraction counter: the per-instance rate is one rank's 0.08/s, not 0.16/s."""
+    name = RecordedNames(Config()).instance_preemptions(Config().preemption.short_window)
+    checks = [{"expr": f"round({name} * 1000)", "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [
+        {"labels": '{instance="m1-0", llm_engine="sglang", model_name="m1"}', "value": 80}]}]
+    run_promtool(promtool, tmp_path, SPECS["sglang"], {"m1": sc.tp_overcount}, checks)
 
 
-def test_rules_use_engine_label_not_engine_and_select_by_name_alone():
+@pytest.mark.parametrize("engine", ["tensorrt-llm-serve", "tensorrt-llm-triton"])
+def test_paused_gauge_blips_do_not_page(promtool, tmp_path, engine):
+    spec = SPECS[engine]
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.paused_blips}, [never_fired([PREEMPTIONS_HIGH])],
+                 roles=("preemptions", "requests", "running"))
+
+
+def test_triton_ttft_page_reads_the_share_above_its_5_second_cap(promtool, tmp_path):
+    """The first-response histogram tops out at 5000 ms: a p99 there reads exactly 5 s and never passes 5."""
+    spec = SPECS["tensorrt-llm-triton"]
+    checks = [{"expr": f'ALERTS{{alertname="{TTFT_HIGH}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 15}m",
+               "exp_samples": [firing(TTFT_HIGH, spec, "m1")]}]
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.capped_collapse}, checks)
+
+
+def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promtool, tmp_path):
+    spec = SPECS["vllm"]
+    checks = [{"expr": f'ALERTS{{alertname="{SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "20m",
+               "exp_samples": [firing(SIGNAL_MISSING, spec, "m1", instance="m1-0", signal="preemptions")]},
+              {"expr": f'ALERTS{{alertname="{SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "10m",
+               "exp_samples": []}]
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.steady}, checks,
+                 roles=("throughput", "requests", "itl", "tpot", "ttft", "running", "kv_usage", "waiting"))
+
+
+def test_alert_labels_are_the_aggregation_labels_only():
     for engine, model in RULES.items():
         for rule in model["groups"][0]["rules"]:
             assert "engine" not in rule["labels"] and rule["labels"]["llm_engine"] == engine
@@ -100,6 +214,15 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
     for model in RULES.values():
         for rule in model["groups"][0]["rules"]:
             if "alert" in rule:
-                assert "runbook_url" not in rule["annotations"]
+                assert set(rule["labels"]) <= {"llm_engine", "severity", "signal"}
+                assert "recompute_side" not in rule["expr"]
+                assert "runbook_url" not in rule["annotations"], "a relative runbook link nobody can open"
                 assert f"docs/runbooks/{rule['alert']}.md" in rule["annotations"]["description"]
                 assert (ROOT / "docs/runbooks" / f"{rule['alert']}.md").is_file()
+
+
+def test_inhibitions_silence_the_outside_view_of_a_preemption_page():
+    [rule] = inhibit_rules(Config())["inhibit_rules"]
+    assert rule["source_matchers"] == [f'alertname="{PREEMPTIONS_HIGH}"']
+    assert DIVERGENCE in rule["target_matchers"][0] and PREEMPTIONS_HIGH not in rule["target_matchers"][0]
+    assert rule["equal"] == ["llm_engine", "model_name", "cluster", "namespace"]

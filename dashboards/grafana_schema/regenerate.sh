@@ -25,6 +25,9 @@ $GEN --path $RAW_TYPES/composable/timeseries/panelcfg/x/types.gen.d.ts --type Op
 $GEN --path $RAW_TYPES/composable/timeseries/panelcfg/x/types.gen.d.ts --type FieldConfig -o raw/timeseries.FieldConfig.json
 $GEN --path $RAW_TYPES/composable/stat/panelcfg/x/types.gen.d.ts       --type Options     -o raw/stat.Options.json
 $GEN --path $RAW_TYPES/composable/text/panelcfg/x/types.gen.d.ts       --type Options     -o raw/text.Options.json
+$GEN --path $RAW_TYPES/composable/table/panelcfg/x/types.gen.d.ts      --type Options     -o raw/table.Options.json
+# The table's own `interface FieldConfig extends ui.TableFieldOptions`, declared in this file.
+$GEN --path $RAW_TYPES/composable/table/panelcfg/x/types.gen.d.ts      --type FieldConfig -o raw/table.FieldConfig.json
 # Not --type FieldConfig on stat/text: they declare none, and the generator would silently pick the
 # dashboard FieldConfig re-exported through `import * as common from '@grafana/schema'`.
 

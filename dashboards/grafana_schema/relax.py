@@ -21,12 +21,14 @@ DASHBOARD_MJS = "dist/esm/raw/dashboard/x/types.gen.mjs"
 COMMON_MJS = "dist/esm/common/common.gen.mjs"
 STAT_MJS = "dist/esm/raw/composable/stat/panelcfg/x/types.gen.mjs"
 TEXT_MJS = "dist/esm/raw/composable/text/panelcfg/x/types.gen.mjs"
+TABLE_MJS = "dist/esm/raw/composable/table/panelcfg/x/types.gen.mjs"
 VENEER = "dist/types/veneer/dashboard.types.d.ts"
 COMMON = "dist/types/common/common.gen.d.ts"
 V2 = "dist/types/schema/dashboard/v2/types.spec.gen.d.ts"
 GENERATED = {"dashboard": "dashboard.json", "timeseries.options": "timeseries.Options.json",
              "timeseries.fieldconfig": "timeseries.FieldConfig.json", "stat.options": "stat.Options.json",
-             "text.options": "text.Options.json"}
+             "text.options": "text.Options.json", "table.options": "table.Options.json",
+             "table.fieldconfig": "table.FieldConfig.json"}
 # Panel types whose panelcfg declares no FieldConfig: fieldConfig.defaults.custom takes no keys.
 NO_FIELD_CONFIG = {"stat": "dist/types/raw/composable/stat/panelcfg/x/types.gen.d.ts",
                    "text": "dist/types/raw/composable/text/panelcfg/x/types.gen.d.ts"}
@@ -52,6 +54,9 @@ UNREQUIRE = [
     ("stat.options", "ReduceDataOptions", ["calcs"], COMMON_MJS, "defaultReduceDataOptions"),
     ("text.options", "Options", ["content", "mode"], TEXT_MJS, "defaultOptions"),
     ("text.options", "CodeOptions", ["language", "showLineNumbers", "showMiniMap"], TEXT_MJS, "defaultCodeOptions"),
+    ("table.options", "Options", ["frameIndex", "showHeader"], TABLE_MJS, "defaultOptions"),
+    # the table's FieldConfig extends common.TableFieldOptions; its module has no defaultFieldConfig
+    ("table.fieldconfig", "FieldConfig", ["align", "inspect"], COMMON_MJS, "defaultTableFieldOptions"),
 ]
 
 NULLABLE_DATASOURCE = {"anyOf": [{"$ref": "#/definitions/DataSourceRef"}, {"type": "null"}]}

@@ -74,7 +74,8 @@ def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
             restarted = advance(insts, scenario, t, restarted)
             for inst in insts:
                 inst.emitters[engine].scrape(t)
-            text = live_text([inst.emitters[engine] for inst in insts])
+            text = live_text([inst.emitters[engine] for inst in insts],
+                             [inst.replica.target_labels(engine, inst.model.name, live=True) for inst in insts])
         if not scenario.scraped(t):
             return 503, "scrape missed by the scenario\n"
         return 200, text
@@ -129,17 +130,40 @@ def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
 @click.option("--engine", "engine_ids", multiple=True, help="Only these engines (default: the config's).")
 @click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(bench.SCENARIOS),
               help="Only these scenarios (default: all).")
-@click.option("--seed", default=1, show_default=True, help="Simulator seed.")
+@click.option("--seed", "seeds", multiple=True, type=int, default=bench.SEEDS, show_default=True,
+              help="Simulator seeds (repeat the option); delays are reported as min/median/max over them.")
 @click.pass_context
-def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_names, seed: int) -> None:
+def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_names, seeds: tuple[int, ...]) -> None:
     """Detection delay and false firings of the alerts vs naive baselines, on simulated scenarios."""
     config = load_config(_config_path(ctx))
     for engine in engine_ids:
         load_engine(engine)
     engine_ids = tuple(engine_ids) or config.engine_ids
-    outcomes = bench.run(engine_ids, config, seed, tuple(scenario_names) or bench.SCENARIOS,
-                         progress=lambda message: click.echo(message, err=True))
+    started = time.monotonic()
+    outcomes = bench.run(engine_ids, config, names=tuple(scenario_names) or bench.SCENARIOS,
+                         progress=lambda message: click.echo(message, err=True), seeds=tuple(seeds))
     text = bench.table(outcomes, engine_ids, config)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    click.echo(text + f"\nwritten to {out}")
+    click.echo(text + "\n" + bench.summary(outcomes, engine_ids, config)
+               + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
+
+
+@click.command("bench-cost")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-cost.md"),
+              show_default=True, help="Where to write the table (markdown).")
+@click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="vLLM's overview dashboard JSON (default: ../shared/anchors/vllm__vllm_overview.json).")
+@click.pass_context
+def bench_cost_command(ctx: click.Context, out: Path, anchor: Path | None) -> None:
+    """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
+    fleets of 20 and 200 instances in a local Prometheus, beside vLLM's own overview dashboard."""
+    from llmdash.lab import bench_cost
+
+    started = time.monotonic()
+    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor or bench_cost.ANCHOR,
+                                      progress=lambda message: click.echo(message, err=True))
+    text = bench_cost.table(rows, rule_costs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")

@@ -31,7 +31,8 @@ from typing import Callable
 
 from llmdash.review.diff import diff_dashboard, normalise, render_text
 from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
-from llmdash.dashboards.validate import validate_dashboard
+from llmdash.dashboards.fleet import FLEET
+from llmdash.dashboards.validate import looks_recorded, validate_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
 
@@ -95,10 +96,11 @@ def edited_since_publish(remote: dict) -> bool:
 def check_all(dashboards: dict[str, dict]) -> None:
     """Refuse the whole publish when any dashboard is invalid, before the first request.
 
-    Dashboard stems are engine ids; each is checked against its engine's catalog.
+    Dashboard stems are engine ids, each checked against its engine's catalog, or `fleet`, which reads
+    only recorded series.
     """
     bad = {name: problems for name, d in sorted(dashboards.items())
-           if (problems := validate_dashboard(d, load_engine(name)))}
+           if (problems := validate_dashboard(d, None if name == FLEET else load_engine(name), looks_recorded))}
     if bad:
         name, problems = next(iter(bad.items()))
         more = sum(len(p) for p in bad.values()) - 1

@@ -4,15 +4,21 @@ Each scenario's simulated scrapes become `promtool test rules` input series (15 
 scrapes left out), evaluated by Prometheus' own rule engine together with the engine's generated
 rule file and two naive alerts built from the same signals: a throughput drop, and a static latency
 p99 threshold. The first firing time of every alert is read back from the `ALERTS` series that the
-rule engine writes, with one query per alert; promtool prints what a query returned when it differs
-from the (empty) expectation, and that printout is parsed.
+rule engine writes, with two queries per alert (first and last firing); promtool prints what a query
+returned when it differs from the (empty) expectation, and that printout is parsed.
+
+The alerts are whatever the generated rule file holds (names read from the rule model), so per-instance
+alerts, severities or absent-series alerts need no change here. Every scenario runs with several
+seeds; detection scenarios report min/median/max delays from the first preemption of the collapsing
+replica, the others how many seeds fired an alert at all (any firing there is false).
 """
 
 from __future__ import annotations
 
 import io
-from concurrent.futures import ProcessPoolExecutor
 import re
+import statistics
+from concurrent.futures import ProcessPoolExecutor
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from llmdash.config import Config
-from llmdash.rules.generate import ALERT_NAMES, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, build_rules, rule_scope
+from llmdash.rules.generate import build_rules, rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import EngineSpec, load_engine
 from llmdash.errors import EXIT_REMOTE, LlmdashError
@@ -31,9 +37,10 @@ from llmdash.panels.signals import ENGINE_LABEL, Signals
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"
 NAIVE_ALERTS = (NAIVE_THROUGHPUT_DROP, NAIVE_STATIC_LATENCY)
-# What an engine lacks when its rule file has no such alert.
-MISSING_SIGNAL = {PREEMPTIONS_HIGH: "preemption metric", TTFT_HIGH: "TTFT histogram", ITL_HIGH: "ITL or TPOT histogram"}
-SCENARIOS = ("kv-collapse", "load-ramp", "idle", "restart", "steady")
+DETECTION_SCENARIOS = ("kv-collapse", "one-bad-replica", "long-collapse")   # delays from the first preemption
+QUIET_SCENARIOS = ("load-ramp", "idle", "restart", "steady", "prompt-growth")  # any firing is false
+SCENARIOS = DETECTION_SCENARIOS + QUIET_SCENARIOS
+SEEDS = (1, 2, 3, 4)
 STEP_S = int(scenarios.SCRAPE_INTERVAL_S)
 OPENMETRICS_SAMPLE = re.compile(r"^(?P<series>[^\s{]+(?:\{.*\})?) (?P<value>\S+) (?P<ts>\S+)$")
 GOT_SAMPLE = re.compile(r"\{(?P<labels>[^{}]*)\} (?P<value>[-+0-9.eE]+)")
@@ -41,11 +48,24 @@ GOT_SAMPLE = re.compile(r"\{(?P<labels>[^{}]*)\} (?P<value>[-+0-9.eE]+)")
 
 @dataclass(frozen=True)
 class Firing:
-    """An alert's first firing for one model, in seconds of scenario time."""
+    """One alert series (alert + its labels) from its first to its last firing, in seconds of scenario time."""
 
     alert: str
     model: str
     first_s: float
+    last_s: float | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def hits(self, model: str, target: dict[str, str]) -> bool:
+        """True when it fired for `model` and, if it names an instance or cluster, for `target`'s."""
+        labels = dict(self.labels)
+        return self.model == model and all(labels.get(k, v) == v for k, v in target.items())
+
+
+def alert_names(rule_model: dict) -> list[str]:
+    """Alert names of a rule model, in file order, each once."""
+    names = [rule["alert"] for group in rule_model["groups"] for rule in group["rules"] if "alert" in rule]
+    return list(dict.fromkeys(names))
 
 
 def naive_rules(spec: EngineSpec, config: Config) -> dict:
@@ -89,17 +109,18 @@ def first_firings(spec: EngineSpec, config: Config, series: dict[str, dict], dur
     if promtool is None:
         raise LlmdashError("promtool not found: install Debian's prometheus package (apt-get install prometheus)")
     steps = int(duration_s // STEP_S)
-    rule_files = []
+    rule_files, alerts = [], []
     for name, model in (("rules", build_rules(spec, config)), ("naive", naive_rules(spec, config))):
         path = workdir / f"{spec.id}.{name}.yaml"
         path.write_text(yaml.safe_dump(model, sort_keys=False, width=10_000))
         rule_files.append(str(path))
+        alerts += alert_names(model)
     inputs = [{"series": selector, "values": " ".join(values.get(i, "_") for i in range(steps + 1))}
               for selector, values in sorted(series.items())]
     end = f"{steps * STEP_S}s"
-    checks = [{"expr": f'min_over_time(timestamp(ALERTS{{alertname="{alert}", alertstate="firing"}})'
-                       f"[{end}:{config.rules.interval}])",
-               "eval_time": end, "exp_samples": []} for alert in ALERT_NAMES + NAIVE_ALERTS]
+    checks = [{"expr": f'label_replace({fn}_over_time(timestamp(ALERTS{{alertname="{alert}", alertstate="firing"}})'
+                       f'[{end}:{config.rules.interval}]), "bench_when", "{fn}", "", "")',
+               "eval_time": end, "exp_samples": []} for alert in alerts for fn in ("min", "max")]
     test = {"rule_files": rule_files, "evaluation_interval": config.rules.interval,
             "tests": [{"interval": f"{STEP_S}s", "input_series": inputs, "promql_expr_test": checks}]}
     test_path = workdir / f"{spec.id}.test.yaml"
@@ -113,18 +134,23 @@ def _parse(output: str, returncode: int) -> list[Firing]:
     """Firings from promtool's report of the queries whose result was not empty."""
     if returncode == 0:
         return []
-    firings = []
+    spans: dict[tuple, dict[str, float]] = {}
     for line in output.splitlines():
         if not line.strip().startswith("got:"):
             continue
         for sample in GOT_SAMPLE.finditer(line):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', sample["labels"]))
-            if "alertname" not in labels:
+            if "alertname" not in labels or "bench_when" not in labels:
                 raise LlmdashError(f"unexpected promtool output: {line.strip()[:120]}", EXIT_REMOTE)
-            firings.append(Firing(labels["alertname"], labels.get("model_name") or labels.get("model", "?"),
-                                  float(sample["value"])))
-    if not firings:
+            when = labels.pop("bench_when")
+            spans.setdefault(tuple(sorted(labels.items())), {})[when] = float(sample["value"])
+    if not spans:
         raise LlmdashError(f"promtool failed: {output.strip().splitlines()[-1][:200]}", EXIT_REMOTE)
+    firings = []
+    for key, span in spans.items():
+        labels = dict(key)
+        firings.append(Firing(labels["alertname"], labels.get("model_name") or labels.get("model", "?"),
+                              span["min"], span.get("max"), key))
     return firings
 
 
@@ -135,82 +161,139 @@ class Outcome:
     onset_s: float
     affected_model: str
     firings: tuple[Firing, ...]
+    seed: int = 1
+    duration_s: float = 0.0
+    affected_target: tuple[tuple[str, str], ...] = ()   # instance (and cluster) of the affected replica
 
     def delay_s(self, alert: str) -> float | None:
-        """Delay from onset to the first firing on the affected model; None if it never fired."""
-        times = [f.first_s for f in self.firings if f.alert == alert and f.model == self.affected_model]
+        """Delay from onset to the first firing on the affected model (and replica, when the alert
+        names one); None if it never fired."""
+        times = [f.first_s for f in self._hits(alert)]
         return min(times) - self.onset_s if times else None
+
+    def fires_to_end(self, alert: str) -> bool:
+        """Still firing for the affected model at the last evaluation of the scenario."""
+        return any(f.last_s is not None and f.last_s >= self.duration_s - 2 * STEP_S for f in self._hits(alert))
+
+    def _hits(self, alert: str) -> list[Firing]:
+        target = dict(self.affected_target)
+        return [f for f in self.firings if f.alert == alert and f.hits(self.affected_model, target)]
 
     def fired(self, alert: str) -> list[Firing]:
         return [f for f in self.firings if f.alert == alert]
 
+    def wrongly_fired(self, alert: str) -> list[Firing]:
+        """Firings on another model or replica than the affected one."""
+        return [f for f in self.fired(alert) if f not in self._hits(alert)]
+
 
 def _scenario(job: tuple[str, tuple[str, ...], Config, int]) -> list[Outcome]:
-    """Simulate one scenario and evaluate every engine's rules on it (one worker process)."""
+    """Simulate one scenario with one seed and evaluate every engine's rules on it (one worker process)."""
     name, engines, config, seed = job
     specs = {engine: load_engine(engine) for engine in engines}
     scenario = scenarios.build(name)
     data = simulated_series(scenario, specs, seed)
     # a collapse starts when the KV budget is first exceeded, not when its load change starts
-    onsets = scenarios.first_preemption(scenario, specs, seed) if name == "kv-collapse" else {}
+    onsets = scenarios.first_preemption(scenario, specs, seed) if name in DETECTION_SCENARIOS else {}
+    replica, model = scenario.affected_replica(), scenario.models[0].name
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="llmdash-bench-") as tmp:
         for engine, spec in specs.items():
             firings = first_firings(spec, config, data[engine], scenario.duration_s, Path(tmp))
             onset = onsets.get(engine) or scenario.onset_s
-            outcomes.append(Outcome(engine, name, onset, scenario.models[0].name, tuple(firings)))
+            target = (("instance", replica.instance(engine, model)),) + (
+                (("cluster", replica.cluster),) if replica.cluster else ())
+            outcomes.append(Outcome(engine, name, onset, model, tuple(firings), seed, scenario.duration_s, target))
     return outcomes
 
 
 def run(engines: tuple[str, ...], config: Config, seed: int = 1, names: tuple[str, ...] = SCENARIOS,
-        progress=lambda message: None) -> list[Outcome]:
-    """Outcomes for every engine and scenario; scenarios run in parallel, two at a time."""
+        progress=lambda message: None, seeds: tuple[int, ...] | None = None) -> list[Outcome]:
+    """Outcomes for every engine, scenario and seed (`seeds`, else just `seed`); two jobs at a time."""
     for engine in engines:
         load_engine(engine)
-    jobs = [(name, engines, config, seed) for name in names]
+    for name in names:
+        scenarios.build(name)
+    jobs = [(name, engines, config, s) for s in (seeds or (seed,)) for name in names]
     outcomes = []
     with ProcessPoolExecutor(max_workers=min(2, len(jobs))) as pool:
-        for name, result in zip(names, pool.map(_scenario, jobs)):
-            progress(f"{name}: simulated and evaluated for {len(engines)} engines")
+        for (name, _, _, s), result in zip(jobs, pool.map(_scenario, jobs)):
+            progress(f"{name} seed {s}: simulated and evaluated for {len(engines)} engines")
             outcomes.extend(result)
     return outcomes
 
 
-def _cell(outcome: Outcome, alert: str) -> str:
-    if outcome.scenario == "kv-collapse":
-        delay = outcome.delay_s(alert)
-        wrong = {f.model for f in outcome.fired(alert)} - {outcome.affected_model}
-        text = "missed" if delay is None else f"+{delay / 60:.1f} min" if delay >= 0 else f"{delay / 60:.1f} min (before the first preemption)"
-        return text + (f", also on {', '.join(sorted(wrong))}" if wrong else "")
-    fired = outcome.fired(alert)
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:+.1f}"
+
+
+def _detection_cell(runs: list[Outcome], alert: str) -> str:
+    """min / median / max delay over the seeds (minutes from the first preemption), misses and stray firings."""
+    delays = [d for d in (o.delay_s(alert) for o in runs) if d is not None]
+    text = "missed" if not delays else (
+        f"{_minutes(min(delays))} / {_minutes(statistics.median(delays))} / {_minutes(max(delays))}")
+    if delays and len(delays) < len(runs):
+        text += f", missed {len(runs) - len(delays)}/{len(runs)}"
+    elif len(delays) and runs[0].scenario == "long-collapse":
+        ended = sum(o.fires_to_end(alert) for o in runs)
+        text += ", firing at the end" if ended == len(runs) else f", resolved early in {len(runs) - ended}/{len(runs)}"
+    stray = sorted({f"{f.model}" + (f" {dict(f.labels)['instance']}" if "instance" in dict(f.labels) else "")
+                    for o in runs for f in o.wrongly_fired(alert)})
+    return text + (f", also on {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}" if stray else "")
+
+
+def _quiet_cell(runs: list[Outcome], alert: str) -> str:
+    fired = [o for o in runs if o.fired(alert)]
     if not fired:
         return "silent"
-    first = min(f.first_s for f in fired) - outcome.onset_s
-    return f"FALSE ({first / 60:+.1f} min)"
+    first = min(f.first_s - o.onset_s for o in fired for f in o.fired(alert))
+    return f"FALSE in {len(fired)}/{len(runs)} ({_minutes(first)} min)"
 
 
-def alerts_in_rules(spec: EngineSpec, config: Config) -> set[str]:
-    """The alerts the engine's generated rule file contains."""
-    return {rule["alert"] for group in build_rules(spec, config)["groups"] for rule in group["rules"]
-            if "alert" in rule}
+def _rows(outcomes: list[Outcome], engines: tuple[str, ...], config: Config):
+    """(engine, alert, {scenario: cell}) for every alert of every engine's rules and the naive ones."""
+    names = [s for s in SCENARIOS if any(o.scenario == s for o in outcomes)]
+    for engine in engines:
+        spec = load_engine(engine)
+        by_scenario = {name: [o for o in outcomes if o.engine == engine and o.scenario == name] for name in names}
+        for alert in alert_names(build_rules(spec, config)) + list(NAIVE_ALERTS):
+            cells = {name: (_detection_cell if name in DETECTION_SCENARIOS else _quiet_cell)(runs, alert)
+                     for name, runs in by_scenario.items()}
+            yield engine, alert, cells
 
 
-def table(outcomes: list[Outcome], engines: tuple[str, ...], config: Config) -> str:
+def table(outcomes: list[Outcome], engines: tuple[str, ...], config: Config | None = None) -> str:
     """Markdown: one row per engine and alert, one column per scenario.
 
-    kv-collapse cells are delays from the first preemption of the collapsing model (the KV budget
-    exceeded); other cells say whether the alert fired at all (any firing there is false). An alert
-    the engine's rule file does not contain is "n/a", never "missed"."""
+    Detection columns (kv-collapse, one-bad-replica, long-collapse) give min / median / max delays in
+    minutes from the first preemption of the collapsing replica over the seeds; the other columns say
+    in how many seeds the alert fired at all (any firing there is false)."""
+    config = config or Config()
     names = [s for s in SCENARIOS if any(o.scenario == s for o in outcomes)]
-    header = "| engine | alert | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names) + "\n"
+    seeds = sorted({o.seed for o in outcomes})
+    lines = [f"Seeds {', '.join(map(str, seeds))}; detection cells: min / median / max minutes from the first "
+             "preemption of the collapsing replica; other cells: seeds in which the alert fired (false).", "",
+             "| engine | alert | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for engine, alert, cells in _rows(outcomes, engines, config):
+        lines.append(f"| {engine} | {alert} | " + " | ".join(cells[n] for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(outcomes: list[Outcome], engines: tuple[str, ...], config: Config | None = None) -> str:
+    """One line per engine: the fastest alert's median per detection scenario, and every false firing."""
+    config = config or Config()
     lines = []
     for engine in engines:
-        present = alerts_in_rules(load_engine(engine), config)
-        for alert in ALERT_NAMES + NAIVE_ALERTS:
-            row = {o.scenario: o for o in outcomes if o.engine == engine}
-            if alert in ALERT_NAMES and alert not in present:
-                cells = [f"n/a (engine has no {MISSING_SIGNAL.get(alert, 'such alert')})"] * len(names)
-            else:
-                cells = [_cell(row[name], alert) for name in names]
-            lines.append(f"| {engine} | {alert} | " + " | ".join(cells) + " |")
-    return header + "\n".join(lines) + "\n"
+        runs = [o for o in outcomes if o.engine == engine]
+        parts = []
+        for name in (n for n in DETECTION_SCENARIOS if any(o.scenario == n for o in runs)):
+            alerts = alert_names(build_rules(load_engine(engine), config))
+            medians = {a: statistics.median(d) for a in alerts
+                       if (d := [x for x in (o.delay_s(a) for o in runs if o.scenario == name) if x is not None])}
+            best = min(medians, key=medians.get) if medians else None
+            parts.append(f"{name}: " + (f"{best} {_minutes(medians[best])} min median" if best else "missed"))
+        false = sorted({f"{a}@{o.scenario}" for o in runs if o.scenario in QUIET_SCENARIOS
+                        for a in alert_names(build_rules(load_engine(engine), config)) if o.fired(a)})
+        parts.append("false firings: " + (", ".join(false) if false else "none"))
+        lines.append(f"{engine}: " + "; ".join(parts))
+    return "\n".join(lines) + "\n"

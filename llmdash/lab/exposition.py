@@ -1,7 +1,8 @@
 """Per-engine metric emitters: the simulator's events, exposed as each engine exposes them.
 
 Every series an engine's catalog lists for its newest supported version is emitted with
-that catalog's name, labels and buckets, and with the engine's own update semantics
+that catalog's name, labels and buckets (the `new` name era; the `old` era exports, for every
+signal with renamed sources, its oldest source instead: see `era_names`), and with the engine's own update semantics
 (engines.md): vLLM counts tokens every step and observes ITL once per request per step;
 SGLang's realtime counter moves per log tick, its generation counter at request finish,
 its ITL observer divides an interval by the tokens it carried, and its retraction
@@ -22,6 +23,8 @@ from typing import Callable
 from llmdash.engines.catalog import EngineSpec, Metric
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
+NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source
+ERAS = (NEW, OLD)
 SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
 FINISH_REASONS = {
     "vllm": ("stop", "length", "abort", "error", "repetition"),
@@ -80,18 +83,48 @@ class _Series:
     cell: Cell | Histogram
 
 
+def era_names(spec: EngineSpec, era: str) -> dict[str, str | None]:
+    """Emitted name -> the name it is exported under in `era`, None when that era does not export it.
+
+    `old` mimics a replica before the renames: for every signal whose sources (newest first) have
+    fallbacks, the newer sources give way to the oldest one. A newer source with the oldest one's type
+    and labels is the same series renamed (vLLM's ITL, KV usage); any other (SGLang's realtime
+    counter) is simply absent, since the emitter already exports the oldest source itself.
+    """
+    if era not in ERAS:
+        raise ValueError(f"unknown metric-name era {era!r} (known: {', '.join(ERAS)})")
+    names: dict[str, str | None] = {}
+    if era == OLD:
+        for signal in spec.signals.values():
+            oldest = signal.sources[-1].metric if signal.sources else None
+            for source in signal.sources[:-1]:
+                same = (source.metric.type, source.metric.labels) == (oldest.type, oldest.labels)
+                names[source.metric.name] = oldest.name if same else None
+    return names
+
+
 class Registry:
     """The series of one engine process; labels are checked against the catalog."""
 
-    def __init__(self, spec: EngineSpec, constant: dict[str, str]):
+    def __init__(self, spec: EngineSpec, constant: dict[str, str], era: str = NEW):
         self.spec = spec
         self.constant = constant
         self.series: list[_Series] = []
         newest = spec.supported_to
         self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(newest, newest)}
+        self.renamed = era_names(spec, era)
+
+    def _exported(self, name: str) -> Metric | None:
+        """The catalog metric `name` is exported as in this registry's era (None: not exported)."""
+        if name in self.renamed:
+            target = self.renamed[name]
+            return self.spec.metrics[target] if target else None
+        return self.metrics[name]
 
     def _add(self, name: str, labels: dict[str, str], cell):
-        metric = self.metrics[name]
+        metric = self._exported(name)
+        if metric is None:
+            return cell             # still counted by the emitter, never rendered
         values = {**self.constant, **labels}
         missing = [label for label in metric.labels if label not in values]
         if missing:
@@ -103,7 +136,8 @@ class Registry:
         return self._add(name, labels, Cell())
 
     def histogram(self, name: str, **labels: str) -> Histogram:
-        return self._add(name, labels, Histogram(self.metrics[name].buckets))
+        metric = self._exported(name) or self.spec.metrics[name]
+        return self._add(name, labels, Histogram(metric.buckets))
 
     def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
         """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
@@ -138,16 +172,17 @@ class Registry:
         return out
 
 
-def live_text(emitters: list["EngineMetrics"]) -> str:
-    """Prometheus text format for one /metrics holding several processes' series.
+def live_text(emitters: list["EngineMetrics"], extras: list[str] | None = None) -> str:
+    """Prometheus text format for one /metrics holding several processes' series; `extras[i]`
+    are labels emitter i's series carry to tell its replica apart.
 
     Each family appears once, with one HELP/TYPE header and all its samples together,
     as the text parser expects.
     """
     families: dict[str, list[str]] = {}
-    for emitter in emitters:
+    for emitter, extra in zip(emitters, extras or [""] * len(emitters)):
         current: list[str] = []
-        for line in emitter.render():
+        for line in emitter.render(extra):
             if line.startswith("# HELP "):
                 name = line.split(" ", 3)[2]
                 current = families.setdefault(name, [])
@@ -173,11 +208,13 @@ class EngineMetrics:
     engine = ""
     preemption = RECOMPUTE
 
-    def __init__(self, spec: EngineSpec, model: str, state: Callable[[], EngineState]):
+    def __init__(self, spec: EngineSpec, model: str, state: Callable[[], EngineState], era: str = NEW,
+                 target: str = ""):
         self.spec = spec
         self.model = model
         self.state = state
-        self.reg = Registry(spec, self.constant_labels())
+        self.target = target        # the scrape target's labels (job, instance, ...) for backfill
+        self.reg = Registry(spec, self.constant_labels(), era)
         self.build()
 
     def constant_labels(self) -> dict[str, str]:

@@ -338,6 +338,23 @@ def _text(ax, panel: PanelResult, width_in: float) -> None:
     ax.set_yticks([])
 
 
+def table_rows(panel: PanelResult, limit: int = 6) -> list[tuple[str, str]]:
+    """(instance, value) of an instant table at the end of the range, largest first, as Grafana sorts it."""
+    unit = panel.defaults.get("unit")
+    rows = [(s.labels.get("instance", " ".join(s.labels.values())), s.points[-1][1])
+            for t in panel.targets for s in t.series if s.points]
+    return [(name, format_value(value, unit)) for name, value in sorted(rows, key=lambda r: -r[1])[:limit]]
+
+
+def _table(ax, panel: PanelResult) -> None:
+    rows = table_rows(panel)
+    lines = [f"{name:<28.28} {value:>10}" for name, value in rows] or ["No data"]
+    ax.text(0.04, 0.9, "\n".join(lines), ha="left", va="top", fontsize=7, family="monospace",
+            transform=ax.transAxes, color="#222222")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
 def render_dashboard(result: DashboardResult, path: Path, origin: float, heading: str = "",
                      spec: EngineSpec | None = None, warmup_end: float | None = None) -> Path:
     """Write `result` as a PNG at `path`; `origin` (epoch s) is time 0 on every x axis. `spec` gives the
@@ -372,6 +389,8 @@ def render_dashboard(result: DashboardResult, path: Path, origin: float, heading
             _stat(ax, panel, caps)
         elif panel.type == "text":
             _text(ax, panel, panel.grid["w"] * unit_w)
+        elif panel.type == "table":
+            _table(ax, panel)
         else:
             ax.set_axis_off()
     path.parent.mkdir(parents=True, exist_ok=True)

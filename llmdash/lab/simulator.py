@@ -363,6 +363,16 @@ class ServingSimulator:
         while self.now < t:
             self.step()
 
+    def reconfigure(self, config: ServingConfig) -> None:
+        """Run on from now with another capacity or speed (a degraded GPU, a KV budget that shrinks
+        under another process). Blocks in use stay in use: a budget below them preempts at the next
+        step until the running sequences fit."""
+        if config.block_size != self.cfg.block_size or config.preemption != self.cfg.preemption:
+            raise ValueError("a running engine keeps its block size and preemption mode")
+        self.free_blocks += config.kv_blocks - self.cfg.kv_blocks
+        self.cfg = config
+        self.state.kv_blocks, self.state.max_running = config.kv_blocks, config.max_running
+
     def abort_all(self) -> None:
         """Drop every request (process restart): KV and queue emptied, nothing recorded."""
         self._reserved = 0

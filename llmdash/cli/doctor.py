@@ -1,0 +1,40 @@
+"""`llmdash doctor`: will the dashboards and rules have data on this fleet? Read-only."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from llmdash.cli.build import config_of
+from llmdash.errors import EXIT_DRIFT, LlmdashError
+
+
+@click.command("doctor")
+@click.option("--prometheus", "prometheus_url", metavar="URL", default=None,
+              help="A Prometheus to ask (GET /api/v1/series over the last hour, under the config's selectors).")
+@click.option("--metrics", "metrics", metavar="URL|FILE", default=None,
+              help="A scraped /metrics page: an http(s) URL or a file.")
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.pass_context
+def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str | None, output: str) -> None:
+    """Recognise the engine(s) and versions behind the series, then say which panel queries, annotations
+    and rules will be empty, and why. Exit 0: all have data; 1: some will be empty; 2: bad input."""
+    from llmdash.doctor.diagnose import diagnose
+    from llmdash.doctor.inventory import PrometheusReader, read_metrics
+    from llmdash.doctor.report import to_json, to_text
+    from llmdash.engines.catalog import load_all
+
+    if (prometheus_url is None) == (metrics is None):
+        raise LlmdashError("give exactly one of --prometheus URL or --metrics URL|FILE")
+    config = config_of(ctx)
+    if metrics is not None:
+        inventory = read_metrics(metrics)
+    else:
+        wanted = {series for spec in load_all().values() for metric in spec.metrics.values()
+                  for series in metric.scraped_series}
+        inventory = PrometheusReader(prometheus_url, config.selectors).inventory(wanted)
+    reports = diagnose(inventory, config, from_scrape=metrics is not None)
+    click.echo(to_json(inventory.source, reports) if output == "json" else to_text(inventory.source, reports))
+    if any(report.empty for report in reports):
+        sys.exit(EXIT_DRIFT)

@@ -1,0 +1,275 @@
+"""Will each panel, annotation and rule have data on these series, and if not, why?
+
+The engine is recognised by which catalog series are present, and the versions consistent
+with them follow from each metric's since/removed_in/hidden_in. Then every expression the
+build generates for that engine is parsed and walked: a selector has data when some series
+of its name satisfies all its matchers; `a or b` has data when either side has; `a unless b`
+when `a` has; any other operator or function needs all of its operands. A recorded series or
+ALERTS has data when one of the rules that produce it has. Values are never evaluated: a
+panel can be "filled" and show zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import promql_parser as pp
+from packaging.version import Version
+
+from llmdash.build import build_dashboards, build_rule_files
+from llmdash.config import Config
+from llmdash.dashboards.fleet import FLEET
+from llmdash.dashboards.validate import substitute
+from llmdash.doctor.inventory import Inventory
+from llmdash.engines.catalog import EngineSpec, Metric, load_all
+from llmdash.errors import LlmdashError
+
+ALERTS = "ALERTS"
+PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing
+
+
+@dataclass
+class Detection:
+    """An engine whose series are present, and the versions that export all of them."""
+
+    spec: EngineSpec
+    present: list[str]                  # catalog metrics (families) present
+    missing: list[str]                  # catalog metrics absent
+    since: Version
+    until: Version | None               # first version that no longer exports one of them
+
+    @property
+    def versions(self) -> str:
+        if self.mixed:
+            return f"mixed: no single version exports all of them (newest since {self.since}, oldest gone in " \
+                   f"{self.until})"
+        return f"{self.since} or later" if self.until is None else f"{self.since} to before {self.until}"
+
+    @property
+    def mixed(self) -> bool:
+        return self.until is not None and self.until <= self.since
+
+    def exports(self, metric: Metric) -> bool:
+        """Whether some version consistent with the present series exports `metric`."""
+        gone = metric.exposed_until
+        return self.mixed or ((gone is None or gone > self.since) and (self.until is None or metric.since < self.until))
+
+    @property
+    def outside_catalog(self) -> bool:
+        spec = self.spec
+        return self.since > spec.supported_to or (self.until is not None and self.until <= spec.supported_from)
+
+
+@dataclass
+class Check:
+    """One panel target, annotation or rule, and why it will be empty (no problems: it has data)."""
+
+    kind: str            # "panel", "annotation", "alert", "record"
+    group: str           # dashboard row, or rule group
+    title: str
+    ref: str             # the panel target's refId, else ""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def filled(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class EngineReport:
+    detection: Detection
+    checks: list[Check]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> list[Check]:
+        return [c for c in self.checks if not c.filled]
+
+
+def _metric_of_series(spec: EngineSpec) -> dict[str, Metric]:
+    return {series: metric for metric in spec.metrics.values() for series in metric.scraped_series}
+
+
+def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection]:
+    """Every engine with at least one of its own (non-generic) series present."""
+    found = []
+    for spec in specs.values():
+        present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.scraped_series)]
+        if not any(not m.generic for m in present):
+            continue
+        untils = [m.exposed_until for m in present if m.exposed_until is not None]
+        found.append(Detection(spec, [m.name for m in present],
+                               [name for name in spec.metrics if spec.metrics[name] not in present],
+                               max(m.since for m in present), min(untils) if untils else None))
+    return found
+
+
+class _Walker:
+    """Decides, per expression, which selectors keep it from having data (memoised per derived series)."""
+
+    def __init__(self, inventory: Inventory, detection: Detection, derived: dict[str, list[str]],
+                 target_labels: set[str]):
+        self.inventory = inventory
+        self.detection = detection
+        self.spec = detection.spec
+        self.derived = derived            # recorded series (and ALERTS) -> the expressions producing it
+        self.target_labels = target_labels
+        self.metric_of = _metric_of_series(self.spec)
+        self.resolving: set[str] = set()
+        self.derived_problems: dict[str, list[str]] = {}
+
+    def expression(self, expr: str) -> list[str]:
+        tree = pp.parse(substitute(expr))
+        return list(dict.fromkeys(self.node(tree)))
+
+    def node(self, node) -> list[str]:
+        if isinstance(node, pp.VectorSelector):
+            return self.selector(node)
+        if isinstance(node, pp.MatrixSelector):
+            return self.selector(node.vector_selector)
+        if isinstance(node, pp.BinaryExpr):
+            op = str(node.op)
+            left = self.node(node.lhs)
+            if op == "unless":
+                return left
+            right = self.node(node.rhs)
+            if op == "or":
+                return [] if not left or not right else left + right
+            return left + right
+        if isinstance(node, pp.Call):
+            if node.func.name in PRESENCE_NOT_NEEDED:
+                return []
+            return [problem for arg in node.args for problem in self.node(arg)]
+        if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
+            return self.node(node.expr)
+        return []  # number and string literals
+
+    def selector(self, node) -> list[str]:
+        matchers = node.matchers.matchers
+        name = node.name or next((m.value for m in matchers if m.name == "__name__"), "")
+        if name in self.derived:
+            return self.derived_series(name)
+        wanted = [m for m in matchers if m.name != "__name__" and m.name not in self.target_labels]
+        series = self.inventory.series.get(name, [])
+        if any(all(_matches(m, labels) for m in wanted) for labels in series):
+            return []
+        if not series:
+            return [self.absent(name)]
+        for matcher in wanted:
+            if not any(_matches(matcher, labels) for labels in series):
+                seen = sorted({labels.get(matcher.name, "") for labels in series})
+                shown = ", ".join(f'"{v}"' for v in seen[:5]) + (" …" if len(seen) > 5 else "")
+                return [f"{name} has no series with label {_render(matcher)} (values present: {shown})"]
+        return [f"{name} has no series with all of {', '.join(_render(m) for m in wanted)}"]
+
+    def absent(self, name: str) -> str:
+        metric = self.metric_of.get(name)
+        if metric is None:
+            return f"{name} absent (not in the {self.spec.id} catalog)"
+        detection = self.detection
+        if not detection.exports(metric):
+            gone = f", gone from {metric.exposed_until}" if metric.exposed_until else ""
+            return (f"{name} absent: not exported by {self.spec.id} {detection.versions} "
+                    f"(exported from {metric.since}{gone})")
+        for signal in self.spec.signals.values():
+            names = [s.metric.name for s in signal.sources]
+            if metric.name in names:
+                others = [n for n in names if n != metric.name and n in detection.present]
+                if others:
+                    return f"{name} absent; the same {signal.role} signal is present under another name: " \
+                           f"{', '.join(others)}"
+        return f"{name} absent"
+
+    def derived_series(self, name: str) -> list[str]:
+        if name in self.derived_problems:
+            return self.derived_problems[name]
+        if name in self.resolving:      # a rule reading its own output: judged by its other inputs
+            return []
+        self.resolving.add(name)
+        outcomes = [self.expression(expr) for expr in self.derived[name]]
+        self.resolving.discard(name)
+        problems = [] if any(not o for o in outcomes) else \
+            [f"{'no llmdash alert can fire' if name == ALERTS else f'recorded {name} is empty'}: "
+             f"{next(o for o in outcomes if o)[0]}"]
+        self.derived_problems[name] = problems
+        return problems
+
+
+def _render(matcher) -> str:
+    op = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}[str(matcher.op).split(".")[-1]]
+    return f'{matcher.name}{op}"{matcher.value}"'
+
+
+@functools.lru_cache(maxsize=512)
+def _regex(pattern: str) -> re.Pattern | None:
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def _matches(matcher, labels: dict[str, str]) -> bool:
+    value = labels.get(matcher.name, "")   # an absent label equals "" in PromQL
+    op = str(matcher.op).split(".")[-1]
+    if op in ("Equal", "NotEqual"):
+        return (value == matcher.value) == (op == "Equal")
+    pattern = _regex(matcher.value)
+    return pattern is not None and (pattern.fullmatch(value) is not None) == (op == "Re")
+
+
+def _dashboard_checks(model: dict) -> list[tuple[Check, str]]:
+    checks = []
+    for annotation in model.get("annotations", {}).get("list", []):
+        expr = (annotation.get("target") or {}).get("expr")
+        if expr:
+            checks.append((Check("annotation", "annotations", annotation["name"], ""), expr))
+    row = ""
+    for panel in model.get("panels", []):
+        if panel.get("type") == "row":
+            row = panel["title"]
+        for target in panel.get("targets", []):
+            checks.append((Check("panel", row, panel["title"], target["refId"]), target["expr"]))
+    return checks
+
+
+def _rule_checks(model: dict) -> tuple[list[tuple[Check, str]], dict[str, list[str]]]:
+    checks, derived = [], {}
+    for group in model.get("groups", []):
+        for rule in group["rules"]:
+            kind, name = ("alert", rule["alert"]) if "alert" in rule else ("record", rule["record"])
+            checks.append((Check(kind, group["name"], name, ""), rule["expr"]))
+            derived.setdefault(ALERTS if kind == "alert" else name, []).append(rule["expr"])
+    return checks, derived
+
+
+def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[EngineReport]:
+    """One report per recognised engine. `from_scrape`: the series come from a /metrics page, which lacks
+    the target labels Prometheus adds, so matchers on the config's selector labels are not judged."""
+    detections = detect(inventory, load_all())
+    configured = [d for d in detections if d.spec.id in config.engine_ids]
+    if not configured:
+        if detections:
+            raise LlmdashError(f"{inventory.source}: series of {', '.join(d.spec.id for d in detections)}, which "
+                               f"the config does not build (engines: {', '.join(config.engine_ids)})")
+        raise LlmdashError(f"{inventory.source}: no engine recognised: none of its {len(inventory.series)} "
+                           "series names is in an engine catalog")
+    dashboards = {name: model for name, model in build_dashboards(config).items() if name != FLEET}
+    rules = build_rule_files(config)
+    target_labels = set(config.selectors) if from_scrape else set()
+    reports = []
+    for detection in configured:
+        engine = detection.spec.id
+        rule_checks, derived = _rule_checks(rules[engine])
+        walker = _Walker(inventory, detection, derived, target_labels)
+        checks = []
+        for check, expr in _dashboard_checks(dashboards[engine]) + rule_checks:
+            check.problems = walker.expression(expr)
+            checks.append(check)
+        notes = []
+        if detection.outside_catalog:
+            notes.append(f"versions {detection.versions} are outside the catalog's {detection.spec.versions}")
+        reports.append(EngineReport(detection, checks, notes))
+    return reports
+

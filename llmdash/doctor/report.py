@@ -1,0 +1,63 @@
+"""The doctor's findings as text (grouped engine -> dashboard row -> panel, then rules) or JSON."""
+
+from __future__ import annotations
+
+import json
+
+from llmdash.doctor.diagnose import Check, EngineReport
+
+KIND_TITLES = {"panel": "dashboard", "annotation": "dashboard", "alert": "rules", "record": "rules"}
+
+
+def _item(check: Check) -> dict:
+    return {"kind": check.kind, "group": check.group, "title": check.title, "ref": check.ref,
+            "filled": check.filled, "problems": check.problems}
+
+
+def to_json(source: str, reports: list[EngineReport]) -> str:
+    engines = []
+    for report in reports:
+        detection = report.detection
+        engines.append({
+            "engine": detection.spec.id, "title": detection.spec.title,
+            "versions": {"since": str(detection.since), "until": str(detection.until) if detection.until else None,
+                         "text": detection.versions, "catalog": detection.spec.versions},
+            "present": detection.present, "missing": detection.missing, "notes": report.notes,
+            "empty": len(report.empty), "checks": [_item(c) for c in report.checks]})
+    return json.dumps({"source": source, "empty": sum(len(r.empty) for r in reports), "engines": engines},
+                      indent=2, ensure_ascii=False)
+
+
+def _grouped(checks: list[Check]) -> dict[tuple[str, str], dict[str, list[Check]]]:
+    """(section, group) -> item title -> its checks (a panel's targets), in build order."""
+    grouped: dict[tuple[str, str], dict[str, list[Check]]] = {}
+    for check in checks:
+        name = check.title if check.kind in ("panel", "annotation") else f"{check.kind} {check.title}"
+        grouped.setdefault((KIND_TITLES[check.kind], check.group), {}).setdefault(name, []).append(check)
+    return grouped
+
+
+def to_text(source: str, reports: list[EngineReport]) -> str:
+    lines = [f"source: {source}"]
+    for report in reports:
+        detection = report.detection
+        spec = detection.spec
+        lines.append(f"\n{spec.id} ({spec.title}): {len(detection.present)} of {len(spec.metrics)} catalog metrics "
+                     f"present; versions {detection.versions} (catalog covers {spec.versions})")
+        lines += [f"  note: {note}" for note in report.notes]
+        section = None
+        for (kind, group), items in _grouped(report.checks).items():
+            if kind != section:
+                section = kind
+                lines.append(f"  {kind} {spec.id}" if kind == "dashboard" else f"  {kind}")
+            lines.append(f"    {group}")
+            for name, checks in items.items():
+                empty = [c for c in checks if not c.filled]
+                # a panel with several targets: the ones that stay empty are named by refId
+                lines.append(f"      {'EMPTY' if empty else 'ok   '} {name}"
+                             + ("" if not empty or len(checks) == 1 else
+                                f" ({', '.join(c.ref for c in empty)} of {len(checks)} queries)"))
+                for check in empty:
+                    lines += [f"            - {problem}" for problem in check.problems]
+        lines.append(f"  {spec.id}: {len(report.empty)} of {len(report.checks)} queries will be empty")
+    return "\n".join(lines)

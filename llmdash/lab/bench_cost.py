@@ -1,0 +1,343 @@
+"""Query cost of one dashboard load: samples read and evaluation time, per dashboard, raw and recorded.
+
+Why: at hundreds of instances a dashboard that reads raw histograms errors out (Prometheus stops a
+query past --query.max-samples, 50 M by default) or takes seconds per panel. This loads a synthetic
+vLLM fleet (`instances` per model x 2 models, 15 s scrapes, the catalog's names, labels and buckets;
+a cheap generator, not the simulator) into a real Prometheus with `promtool`, backfills the recording
+rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates every panel target and
+annotation of each dashboard as Grafana would: one range query over the dashboard's time range with
+`stats=all`, step = range / 1000 points rounded up to the scrape interval, `$__rate_interval` =
+max(4 x scrape interval, step + scrape interval), every variable = All (`.*`). vLLM's own overview
+dashboard (read from ../shared/anchors, never copied) is measured the same way as the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from llmdash.build import build_dashboards, build_rule_files
+from llmdash.config import Config
+from llmdash.engines.catalog import EngineSpec, load_engine
+from llmdash.errors import LlmdashError
+from llmdash.lab.promserver import PrometheusServer
+
+SCRAPE_S = 15
+POINTS = 1000                      # Grafana's default max data points for a panel of ~1000 px
+ANCHOR_NAME = "vLLM overview (anchor)"
+MAX_SAMPLES = 50_000_000           # Prometheus' default --query.max-samples
+MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct")
+ANCHOR = Path(__file__).resolve().parents[2].parent / "shared" / "anchors" / "vllm__vllm_overview.json"
+SELECTED_METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+VARIABLE = re.compile(r"\$\{?(\w+)(?::\w+)?\}?")
+
+
+def grafana_step(range_s: float) -> int:
+    """Grafana's interval for `POINTS` points over the range, never below the scrape interval."""
+    return max(SCRAPE_S, math.ceil(range_s / POINTS / SCRAPE_S) * SCRAPE_S)
+
+
+def substitute(expr: str, range_s: float, step: int) -> str:
+    """The query Grafana sends: built-in intervals filled in, every template variable = All."""
+    rate_interval = max(4 * SCRAPE_S, step + SCRAPE_S)
+    builtins = {"__rate_interval": f"{rate_interval}s", "__interval": f"{step}s", "__range": f"{int(range_s)}s",
+                "__range_s": str(int(range_s))}
+    return VARIABLE.sub(lambda m: builtins.get(m[1], ".*"), expr)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query Grafana sends for a dashboard load."""
+
+    title: str
+    expr: str
+    instant: bool = False          # a table/stat target marked instant: one evaluation at the end
+    min_step_s: int = 0            # the target's (or panel's) `interval`: Grafana never steps finer
+
+
+def dashboard_queries(model: dict) -> list[Query]:
+    """Every Prometheus target of every panel (rows included) and every annotation query."""
+    out = []
+    panels = list(model.get("panels", []))
+    while panels:
+        panel = panels.pop(0)
+        panels.extend(panel.get("panels", []))
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                interval = target.get("interval") or panel.get("interval") or ""
+                out.append(Query(panel.get("title", "?"), target["expr"],
+                                 bool(target.get("instant")) and not target.get("range"), _step(interval)))
+    for annotation in model.get("annotations", {}).get("list", []):
+        target = annotation.get("target") or {}
+        expr = target.get("expr") or annotation.get("expr")
+        if expr:
+            out.append(Query(f"annotation: {annotation.get('name')}", expr,
+                             min_step_s=_step(target.get("interval") or annotation.get("step") or "")))
+    return out
+
+
+def _step(interval: str) -> int:
+    """Seconds of a Grafana min interval such as "60s" or "1m" (">" prefix allowed); 0 when unset."""
+    match = re.fullmatch(r">?(\d+)([smh])", interval.strip())
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+
+
+def _series_names(spec: EngineSpec, anchor: dict | None) -> dict[str, tuple[str, tuple[float, ...] | None]]:
+    """Metric name -> (type, buckets) to generate: the catalog's newest series, plus every vLLM metric the
+    anchor dashboard reads that the catalog does not list (counters, gauges or histograms by suffix), so
+    the reference dashboard pays for the data it would read on a real server."""
+    newest = spec.supported_to
+    names = {m.name: (m.type, m.buckets) for m in spec.metrics.values() if m.exposed_in(newest, newest)}
+    itl_buckets = spec.metrics["vllm:inter_token_latency_seconds"].buckets
+    for query in dashboard_queries(anchor or {}):
+        for name in set(SELECTED_METRIC.findall(query.expr)):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if base in names or name in names:
+                continue
+            if base != name:
+                names[base] = ("histogram", itl_buckets)
+            else:
+                names[name] = ("counter" if name.endswith("_total") else "gauge", None)
+    return names
+
+
+def write_fleet(path: Path, spec: EngineSpec, instances: int, hours: float, end: float,
+                anchor: dict | None = None) -> int:
+    """OpenMetrics for `instances` replicas x 2 models of vLLM with steady traffic, one series at a time
+    (promtool accepts series-major order); returns the samples written."""
+    names = _series_names(spec, anchor)
+    steps = int(hours * 3600 // SCRAPE_S)
+    stamps = [f" {end - (steps - k) * SCRAPE_S:.0f}\n" for k in range(steps + 1)]
+    elapsed = [k * SCRAPE_S for k in range(steps + 1)]
+    samples = 0
+    with open(path, "w") as out:
+        def series(name: str, values) -> None:
+            nonlocal samples
+            out.write("".join([f"{name} {v}{t}" for v, t in zip(values, stamps)]))
+            samples += len(stamps)
+
+        for metric, (kind, buckets) in names.items():
+            family = metric[: -len("_total")] if kind == "counter" and metric.endswith("_total") else metric
+            out.write(f"# TYPE {family} {kind}\n")
+            for m, model in enumerate(MODELS):
+                for i in range(instances):
+                    labels = f'job="vllm",instance="vllm-{i}:8000",model_name="{model}",engine="0"'
+                    rate = 1.0 + ((i * 7 + m * 3) % 10) / 10          # requests/s, differs per replica
+                    if kind == "gauge":
+                        series(f"{metric}{{{labels}}}", [(k % 40) / 40 for k in range(len(stamps))])
+                    elif kind == "counter":
+                        series(f"{metric}{{{labels}}}", [int(rate * e) for e in elapsed])
+                    else:
+                        counts = [int(rate * e) for e in elapsed]
+                        for j, bound in enumerate(buckets):
+                            share = min(1.0, 1.5 * (j + 1) / len(buckets))
+                            series(f'{metric}_bucket{{{labels},le="{spec.le(bound)}"}}', [int(c * share) for c in counts])
+                        series(f'{metric}_bucket{{{labels},le="+Inf"}}', counts)
+                        series(f"{metric}_count{{{labels}}}", counts)
+                        series(f"{metric}_sum{{{labels}}}", [c * 0.05 for c in counts])
+        out.write("# EOF\n")
+    return samples
+
+
+def rule_levels(rule_model: dict) -> list[dict]:
+    """Recording rules split into dependency levels: a rule reads only series of earlier levels."""
+    recorded = {r["record"] for g in rule_model["groups"] for r in g["rules"] if "record" in r}
+    level: dict[str, int] = {}
+    rules = [(g, r) for g in rule_model["groups"] for r in g["rules"] if "record" in r]
+    for _ in range(len(rules) + 1):
+        for _, rule in rules:
+            deps = [d for d in recorded if d != rule["record"] and re.search(rf"(?<![\w:]){re.escape(d)}(?![\w:])",
+                                                                             rule["expr"])]
+            level[rule["record"]] = 1 + max((level.get(d, 0) for d in deps), default=0)
+    out = []
+    for n in sorted(set(level.values())):
+        groups = [{"name": g["name"], "interval": g.get("interval", "1m"),
+                   "rules": [r for r in g["rules"] if "record" in r and level[r["record"]] == n]}
+                  for g in rule_model["groups"]]
+        out.append({"groups": [g for g in groups if g["rules"]]})
+    return out
+
+
+@dataclass(frozen=True)
+class Cost:
+    title: str
+    samples: int
+    seconds: float
+
+
+def measure(server: PrometheusServer, queries: list[Query], start: float, end: float) -> list[Cost]:
+    """Samples read and wall time of each query, as Grafana would send it over [start, end]."""
+    costs = []
+    for query in queries:
+        step = max(grafana_step(end - start), query.min_step_s)
+        expr = substitute(query.expr, end - start, step)
+        if query.instant:
+            path, params = "query", {"query": expr, "time": f"{end:.0f}"}
+        else:
+            path, params = "query_range", {"query": expr, "start": f"{start:.0f}", "end": f"{end:.0f}",
+                                           "step": str(step)}
+        began = time.monotonic()
+        data = server._api(path, params | {"stats": "all"})
+        costs.append(Cost(query.title, int(data["stats"]["samples"]["totalQueryableSamples"]),
+                          time.monotonic() - began))
+    return costs
+
+
+def backfill_rules(server: PrometheusServer, rule_model: dict, start: float, end: float, workdir: Path) -> None:
+    """Recorded series for [start, end] into the running `server`'s data, one dependency level at a time:
+    a level reads the recorded blocks of the previous ones, so the server restarts after each."""
+    for n, level in enumerate(rule_levels(rule_model)):
+        path = workdir / f"level{n}.rules.yaml"
+        path.write_text(yaml.safe_dump(level, sort_keys=False))
+        result = subprocess.run([server.promtool, "tsdb", "create-blocks-from", "rules", f"--start={int(start)}",
+                                 f"--end={int(end)}", f"--url={server.url}", f"--output-dir={server.data}",
+                                 "--eval-interval=60s", "--quiet", str(path)],
+                                capture_output=True, text=True, cwd=workdir)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise LlmdashError(f"promtool could not backfill level {n} of the recording rules: {tail[0]}")
+        _restart(server)  # the next level, and every query after, read the blocks just written
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """One measured fleet size: replicas per model, the range a dashboard load covers, hours of data."""
+
+    instances: int
+    range_s: float        # the dashboards' default range (20), or a shorter one scaled up (200)
+    data_hours: float     # range + the longest lookback (the divergence's [1h:1m] subquery of a 5m rate)
+    with_anchor: bool     # also generate the series only vLLM's overview reads, and measure it
+
+
+# 200 instances: a 30-minute load (scaled x6 to the 3 h default) keeps the backfill near 13 M samples
+FLEETS = (Fleet(20, 3 * 3600, 4.25, True), Fleet(200, 1800, 1.6, False))
+DEFAULT_RANGE_S = 3 * 3600
+
+
+def recorded_config(config: Config) -> Config | None:
+    """The config with `dashboard.use_recording_rules: true`, or None when this version has no such setting."""
+    from dataclasses import fields, replace
+
+    if "use_recording_rules" not in {f.name for f in fields(config.dashboard)}:
+        return None
+    return replace(config, dashboard=replace(config.dashboard, use_recording_rules=True))
+
+
+def _restart(server: PrometheusServer) -> None:
+    """Stop the server process (keeping its data) and start it again, so it opens newly written blocks."""
+    if server.proc is not None:
+        server.proc.terminate()
+        server.proc.wait()
+        server.proc = None
+        server.log.close()
+    server.start()
+
+
+def rules_cost_per_minute(server: PrometheusServer, rule_model: dict, at: float) -> int:
+    """Samples the rule groups read per minute: each rule as an instant query at `at`, x evaluations/min."""
+    total = 0
+    for group in rule_model["groups"]:
+        per_minute = 60 / _seconds(group.get("interval", "1m"))
+        for rule in group["rules"]:
+            data = server._api("query", {"query": rule["expr"], "time": f"{at:.0f}", "stats": "all"})
+            total += int(data["stats"]["samples"]["totalQueryableSamples"] * per_minute)
+    return total
+
+
+def _seconds(duration: str) -> float:
+    return float(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
+
+
+@dataclass(frozen=True)
+class Row:
+    fleet: int
+    dashboard: str
+    mode: str
+    samples: int
+    seconds: float
+    largest: Cost
+    scale: float          # to the default range at 1000 instances
+
+    @property
+    def largest_at_1000(self) -> float:
+        return self.largest.samples * self.scale
+
+
+def run(config: Config, anchor_path: Path = ANCHOR, fleets: tuple[Fleet, ...] = FLEETS,
+        progress=lambda message: None) -> tuple[list[Row], dict[int, int]]:
+    """Rows for every fleet size, dashboard and mode, and the vLLM rules' samples per minute per size."""
+    try:
+        anchor = json.loads(anchor_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise LlmdashError(f"cannot read vLLM's overview dashboard {anchor_path}: {exc}") from None
+    spec = load_engine("vllm")
+    modes = {"raw": config, "recorded": recorded_config(config)}
+    boards = {mode: build_dashboards(cfg) for mode, cfg in modes.items() if cfg is not None}
+    rules = build_rule_files(config)["vllm"]
+    rows, rule_costs = [], {}
+    for fleet in fleets:
+        end = (time.time() // 3600) * 3600 - 3600
+        server = PrometheusServer()
+        try:
+            began = time.monotonic()
+            path = server.dir / "fleet.om"
+            samples = write_fleet(path, spec, fleet.instances, fleet.data_hours, end,
+                                  anchor if fleet.with_anchor else None)
+            server.backfill(path)
+            path.unlink()
+            progress(f"{fleet.instances} instances x {len(MODELS)} models: {samples} samples backfilled "
+                     f"({fleet.data_hours:g} h) in {time.monotonic() - began:.0f} s")
+            server.start()
+            if any(r.get("record") for g in rules["groups"] for r in g["rules"]):
+                began = time.monotonic()
+                backfill_rules(server, rules, end - fleet.data_hours * 3600, end, server.dir)
+                _restart(server)
+                progress(f"recorded series backfilled in {time.monotonic() - began:.0f} s")
+            start = end - fleet.range_s
+            scale = (1000 / fleet.instances) * (DEFAULT_RANGE_S / fleet.range_s)
+            measured = {(ANCHOR_NAME, "raw"): dashboard_queries(anchor)} if fleet.with_anchor else {}
+            measured |= {(name, mode): dashboard_queries(model) for mode, models in boards.items()
+                         for name, model in models.items()}
+            for (name, mode), queries in measured.items():
+                costs = measure(server, queries, start, end)
+                if not any(c.samples for c in costs):
+                    continue                          # another engine's dashboard: nothing to read here
+                largest = max(costs, key=lambda c: c.samples, default=Cost("-", 0, 0.0))
+                rows.append(Row(fleet.instances, name, mode, sum(c.samples for c in costs),
+                                sum(c.seconds for c in costs), largest, scale))
+            rule_costs[fleet.instances] = rules_cost_per_minute(server, rules, end)
+        finally:
+            server.stop()
+    return rows, rule_costs
+
+
+def table(rows: list[Row], rule_costs: dict[int, int], fleets: tuple[Fleet, ...] = FLEETS) -> str:
+    """Markdown: one row per fleet size, dashboard and mode, with the ratio to vLLM's overview."""
+    lines = ["Synthetic vLLM fleet, 2 models, 15 s scrapes; one dashboard load = every panel target and annotation "
+             "as Grafana sends it (a range query with step = range / 1000 rounded up to 15 s, or the target's min "
+             "interval if larger; an instant query for targets marked instant; $__rate_interval = max(60 s, step + "
+             "15 s); variables = All), dashboards that read nothing on vLLM data left out; samples = Prometheus' stats.samples.totalQueryableSamples. "
+             + "; ".join(f"{f.instances} instances: {f.range_s / 3600:g} h range over {f.data_hours:g} h of data"
+                         for f in fleets) + ". The largest panel is scaled to the 3 h default range at 1000 "
+             f"instances; ⚠ marks more than {MAX_SAMPLES // 1_000_000} M samples (--query.max-samples).", "",
+             "| instances | dashboard | mode | samples | × vLLM overview | eval s | largest panel | its samples "
+             "| at 1000 instances, 3 h |", "|---|---|---|---|---|---|---|---|---|"]
+    for fleet in fleets:
+        here = [r for r in rows if r.fleet == fleet.instances]
+        anchor = next((r.samples for r in here if r.dashboard == ANCHOR_NAME), 0)
+        for r in here:
+            ratio = f"{r.samples / anchor:.2f}" if anchor else "-"
+            flag = " ⚠" if r.largest_at_1000 > MAX_SAMPLES else ""
+            lines.append(f"| {r.fleet} | {r.dashboard} | {r.mode} | {r.samples:,} | {ratio} | {r.seconds:.2f} | "
+                         f"{r.largest.title} | {r.largest.samples:,} | {r.largest_at_1000 / 1e6:.1f} M{flag} |")
+    lines += ["", "vLLM rules' own evaluation: " + "; ".join(
+        f"{n} instances: {cost:,} samples/min" for n, cost in sorted(rule_costs.items()))]
+    return "\n".join(lines) + "\n"

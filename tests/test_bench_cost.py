@@ -1,0 +1,74 @@
+"""The dashboard-load cost harness: Grafana's query substitution, rule levels, and one real measurement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmdash.config import Config
+from llmdash.lab import bench_cost
+
+
+def test_step_and_rate_interval_follow_grafana():
+    assert bench_cost.grafana_step(3 * 3600) == 15          # 10.8 s per point, never below the scrape
+    assert bench_cost.grafana_step(24 * 3600) == 90         # 86.4 s rounded up to whole scrapes
+    expr = 'sum(rate(x{model_name=~"$model_name", instance=~"${instance}"}[$__rate_interval]))'
+    assert bench_cost.substitute(expr, 3 * 3600, 15) == 'sum(rate(x{model_name=~".*", instance=~".*"}[60s]))'
+    assert "[105s]" in bench_cost.substitute("rate(x[$__rate_interval])", 24 * 3600, 90)
+
+
+def test_queries_cover_nested_panels_and_annotations():
+    model = {"panels": [{"title": "row", "panels": [{"title": "p", "targets": [{"expr": "a", "interval": "1m"}]}]},
+                        {"title": "q", "targets": [{"expr": "b", "instant": True}, {"refId": "no expr"}]}],
+             "annotations": {"list": [{"name": "Preemption", "target": {"expr": "c", "interval": "60s"}},
+                                      {"name": "builtin"}]}}
+    Q = bench_cost.Query
+    assert bench_cost.dashboard_queries(model) == [Q("q", "b", instant=True), Q("p", "a", min_step_s=60),
+                                                   Q("annotation: Preemption", "c", min_step_s=60)]
+
+
+def test_rule_levels_put_rules_after_the_series_they_read():
+    model = {"groups": [{"name": "g", "interval": "1m", "rules": [
+        {"record": "m:x:ratio", "expr": "m:x:rate5m / m:y:rate5m"},
+        {"record": "m:x:rate5m", "expr": "sum(rate(x[5m]))"},
+        {"record": "m:y:rate5m", "expr": "sum(rate(y[5m]))"},
+        {"alert": "A", "expr": "m:x:ratio > 2"}]}]}
+    levels = [[r["record"] for g in level["groups"] for r in g["rules"]] for level in bench_cost.rule_levels(model)]
+    assert levels == [["m:x:rate5m", "m:y:rate5m"], ["m:x:ratio"]]
+
+
+@pytest.mark.e2e
+def test_one_load_is_measured_on_a_real_prometheus(tmp_path):
+    """A tiny fleet: samples are read from Prometheus' stats, grow with the fleet, and the reference
+    dashboard's own metrics are generated so it pays for what it reads."""
+    anchor = {"panels": [{"title": "queue", "targets": [
+        {"expr": 'histogram_quantile(0.99, sum by (le) (rate(vllm:request_queue_time_seconds_bucket'
+                 '{model_name=~"$model_name"}[$__rate_interval])))'}]}]}
+    path = tmp_path / "anchor.json"
+    path.write_text(json.dumps(anchor))
+    fleets = (bench_cost.Fleet(2, 900, 1.3, True), bench_cost.Fleet(4, 900, 1.3, True))
+    rows, rule_costs = bench_cost.run(Config(), path, fleets)
+    small, large = ({r.dashboard: r for r in rows if r.fleet == n and r.mode == "raw"} for n in (2, 4))
+    reference = bench_cost.ANCHOR_NAME
+    assert small[reference].samples > 0 and small["vllm"].samples > 0
+    assert 1.8 < large["vllm"].samples / small["vllm"].samples < 2.2         # linear in instances
+    assert 1.8 < large[reference].samples / small[reference].samples < 2.2
+    assert small["vllm"].largest.samples <= small["vllm"].samples
+    assert small["vllm"].scale == pytest.approx(1000 / 2 * (3 * 3600 / 900))
+    assert rule_costs[2] > 0 and rule_costs[4] > rule_costs[2]
+    text = bench_cost.table(rows, rule_costs, fleets)
+    assert "| 2 | vllm | raw |" in text and "samples/min" in text
+    assert "| 2 | sglang |" not in text                                 # reads nothing on a vLLM fleet
+
+
+def test_missing_reference_dashboard_is_a_one_line_usage_error(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "llmdash.cli.main", "bench-cost", "--anchor",
+                             str(tmp_path / "absent.json"), "--out", str(tmp_path / "cost.md")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: cannot read vLLM's overview dashboard") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "cost.md").exists()

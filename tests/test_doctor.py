@@ -1,0 +1,196 @@
+"""`llmdash doctor`: on the simulator's /metrics every query has data; remove or relabel a series and it
+names what goes empty and why; against a real Prometheus it reports per engine; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from llmdash.engines.catalog import load_engine
+from llmdash.lab.exposition import EMITTERS, live_text
+from llmdash.lab.scenarios import advance, build, instances, scrapes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def doctor(*args):
+    return subprocess.run([sys.executable, "-m", "llmdash.cli.main", "doctor", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def scraped_text(engine: str, scenario: str = "kv-collapse", at_s: float = 900.0) -> str:
+    """The engine's /metrics page at `at_s` seconds into the scenario, as `llmdash simulate --serve` serves it."""
+    chosen = build(scenario)
+    insts = instances(chosen, {engine: load_engine(engine)}, seed=1)
+    advance(insts, chosen, at_s, chosen.restart_at_s is None)
+    for inst in insts:
+        inst.emitters[engine].scrape(at_s)
+    return live_text([inst.emitters[engine] for inst in insts],
+                     [inst.replica.target_labels(engine, inst.model.name, live=True) for inst in insts])
+
+
+def report(tmp_path: Path, text: str, *extra: str):
+    page = tmp_path / "metrics.txt"
+    page.write_text(text)
+    result = doctor("--metrics", str(page), "--format", "json", *extra)
+    return result, (json.loads(result.stdout) if result.stdout else None)
+
+
+def empty_checks(body: dict, engine: str) -> dict[str, list[str]]:
+    """'kind title [ref]' -> problems, for every check of `engine` that will be empty."""
+    (found,) = [e for e in body["engines"] if e["engine"] == engine]
+    return {f"{c['kind']} {c['title']}{' ' + c['ref'] if c['ref'] else ''}": c["problems"]
+            for c in found["checks"] if not c["filled"]}
+
+
+@pytest.mark.parametrize("engine", sorted(EMITTERS))
+def test_every_query_has_data_on_the_simulated_metrics_page(tmp_path, engine):
+    result, body = report(tmp_path, scraped_text(engine))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert [e["engine"] for e in body["engines"]] == [engine]
+    (found,) = body["engines"]
+    kinds = {c["kind"] for c in found["checks"]}
+    assert {"panel", "annotation", "alert", "record"} <= kinds
+    assert found["empty"] == 0 and all(c["filled"] for c in found["checks"])
+    assert found["versions"]["catalog"] == load_engine(engine).versions
+
+
+def test_a_removed_counter_names_the_panels_and_alert_left_empty(tmp_path):
+    text = "".join(line + "\n" for line in scraped_text("vllm").splitlines()
+                   if "vllm:num_preemptions_total" not in line)
+    result, body = report(tmp_path, text)
+    assert result.returncode == 1
+    empty = empty_checks(body, "vllm")
+    assert "panel Preemptions/s A" in empty and "annotation Preemption" in empty
+    assert "alert LLMServingPreemptionsHigh" in empty
+    assert all("vllm:num_preemptions_total absent" in " ".join(problems) for problems in empty.values())
+    assert "panel KV-cache usage A" not in empty and "panel ITL p99 A" not in empty
+    text_out = doctor("--metrics", str(tmp_path / "metrics.txt")).stdout
+    assert "EMPTY Preemptions/s" in text_out and "- vllm:num_preemptions_total absent" in text_out
+
+
+def test_the_old_kv_name_alone_still_fills_the_kv_panels_through_the_fallback(tmp_path):
+    text = scraped_text("vllm").replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    result, body = report(tmp_path, text)
+    assert result.returncode == 0, result.stdout[-2000:]
+    (found,) = body["engines"]
+    assert "vllm:gpu_cache_usage_perc" in found["present"] and "vllm:kv_cache_usage_perc" in found["missing"]
+    assert found["versions"]["text"].startswith("mixed")  # 0.30+ histograms beside a name gone in 0.11
+
+
+def test_a_series_missing_on_one_tp_rank_is_named_by_its_label(tmp_path):
+    text = "".join(line + "\n" for line in scraped_text("sglang").splitlines() if 'tp_rank="0"' not in line)
+    assert 'tp_rank="1"' in text
+    result, body = report(tmp_path, text)
+    assert result.returncode == 1
+    empty = empty_checks(body, "sglang")
+    assert empty["panel Preemptions/s A"] == [
+        'sglang:num_retracted_requests_total has no series with label tp_rank="0" (values present: "1")']
+    assert "alert LLMServingPreemptionsHigh" in empty
+    assert "panel ITL p99 A" not in empty   # the latency histograms carry no tp_rank
+
+
+def test_a_missing_gauge_outside_the_detected_versions_says_so(tmp_path):
+    text = "".join(line + "\n" for line in scraped_text("vllm").splitlines() if "kv_cache_usage_perc" not in line)
+    result, body = report(tmp_path, text)
+    assert result.returncode == 1
+    problems = empty_checks(body, "vllm")["panel KV-cache usage A"]
+    assert problems[0] == "vllm:kv_cache_usage_perc absent"
+    assert problems[1].startswith("vllm:gpu_cache_usage_perc absent: not exported by vllm 0.30.0 or later")
+
+
+def _backfill(path: Path, engines: list[str], minutes: int = 10) -> None:
+    """`minutes` of the steady scenario for `engines`, ending now, as OpenMetrics for promtool."""
+    scenario = build("steady")
+    start = time.time() - minutes * 60
+    declared: set[str] = set()
+    with open(path, "w") as out:
+        for t, batch in itertools.islice(scrapes(scenario, {e: load_engine(e) for e in engines}, 1), minutes * 4):
+            for _engine, _model, emitter in batch:
+                out.write("".join(line + "\n" for line in emitter.render(emitter.target, start + t, declared)))
+        out.write("# EOF\n")
+
+
+@pytest.mark.e2e
+def test_against_a_real_prometheus_with_a_mixed_fleet_it_reports_per_engine(tmp_path):
+    from llmdash.lab.promserver import PrometheusServer
+
+    server = PrometheusServer()
+    try:
+        _backfill(tmp_path / "fleet.om", ["vllm", "sglang"])
+        server.backfill(tmp_path / "fleet.om")
+        server.start()
+        result = doctor("--prometheus", server.url, "--format", "json")
+        text = doctor("--prometheus", server.url)
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    body = json.loads(result.stdout)
+    assert sorted(e["engine"] for e in body["engines"]) == ["sglang", "vllm"]
+    assert all(e["empty"] == 0 and len(e["checks"]) > 40 for e in body["engines"])
+    assert text.returncode == 0 and "\nvllm (vLLM):" in text.stdout and "\nsglang (SGLang):" in text.stdout
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metrics", "/nonexistent/metrics.txt"], "cannot read metrics text"),
+    (["--metrics", "README.md"], "not Prometheus exposition text"),
+    (["--metrics", "http://127.0.0.1:{port}/metrics"], "unreachable"),
+    (["--prometheus", "http://127.0.0.1:{port}"], "unreachable"),
+    (["--prometheus", "ftp://127.0.0.1/"], "expected an http:// or https:// URL"),
+    ([], "give exactly one of"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    port = _closed_port()
+    result = doctor(*[a.format(port=port) for a in args])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ") and message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_series_of_no_engine_is_bad_input(tmp_path):
+    page = tmp_path / "metrics.txt"
+    page.write_text('# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total{job="x"} 1.5\n')
+    result = doctor("--metrics", str(page))
+    assert result.returncode == 2 and "no engine recognised" in result.stderr
+
+
+def test_a_metrics_url_is_read_over_http_and_credentials_never_echo(tmp_path):
+    page = scraped_text("lmdeploy").encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        result = doctor("--metrics", f"http://user:s3cret@127.0.0.1:{port}/metrics")
+        missing = doctor("--metrics", f"http://user:s3cret@127.0.0.1:{port}/nope")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0 and "\nlmdeploy (LMDeploy):" in result.stdout
+    assert missing.returncode == 2 and "HTTP 404" in missing.stderr
+    assert "s3cret" not in result.stdout + result.stderr + missing.stderr
