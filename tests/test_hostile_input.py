@@ -357,7 +357,7 @@ def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_
     out = tmp_path / "gen"
     new = {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
     rng = random.Random(12)
-    for _ in range(8):
+    for _ in range(5):
         old = stale_tree(out, fresh_build)
         build = start("build", "--out", str(out))
         time.sleep(rng.uniform(0.2, 1.5))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import promql_parser as pp
 from packaging.version import Version
@@ -255,8 +255,9 @@ def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[En
                                f"the config does not build (engines: {', '.join(config.engine_ids)})")
         raise LlmdashError(f"{inventory.source}: no engine recognised: none of its {len(inventory.series)} "
                            "series names is in an engine catalog")
-    dashboards = {name: model for name, model in build_dashboards(config).items() if name != FLEET}
-    rules = build_rule_files(config)
+    detected = replace(config, engines=tuple(d.spec.id for d in configured))  # build only what is being checked
+    dashboards = {name: model for name, model in build_dashboards(detected).items() if name != FLEET}
+    rules = build_rule_files(detected)
     target_labels = set(config.selectors) if from_scrape else set()
     reports = []
     for detection in configured:
