@@ -296,7 +296,8 @@ def test_mistyped_catalog_dir_is_an_error_for_every_command(tmp_path, args, cata
     env = {"LLMDASH_CATALOG_DIR": str(directory), "GRAFANA_TOKEN": "glsa_test"}
     out_args = ("--out", str(tmp_path / "gen")) if args[0] in ("build", "rules") else ()
     result = llmdash(*args, *out_args, env=env)
-    assert_one_line_exit_2(result, str(directory))
+    # the directory is named (a long path is cut in the middle, so check its end)
+    assert_one_line_exit_2(result, "/catalogs")
     assert not (tmp_path / "gen").exists()
 
 
