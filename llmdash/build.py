@@ -69,10 +69,11 @@ def build_rule_files(config: Config) -> dict[str, dict]:
 def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
     """Relative path under the output directory -> file content."""
     files = {}
-    dashboards = build_dashboards(config) if {"dashboards", "mixin"} & set(parts) else {}
+    dashboards = {name: render_json(model) for name, model in build_dashboards(config).items()} \
+        if {"dashboards", "mixin"} & set(parts) else {}
     rules = build_rule_files(config) if {"rules", "mixin"} & set(parts) else {}
     if "dashboards" in parts:
-        files |= {f"dashboards/{name}.json": render_json(model) for name, model in dashboards.items()}
+        files |= {f"dashboards/{name}.json": text for name, text in dashboards.items()}
     if "rules" in parts:
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
@@ -81,12 +82,12 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
     return files
 
 
-def mixin_files(dashboards: dict[str, dict], rules: dict[str, dict]) -> dict[str, str]:
+def mixin_files(dashboards: dict[str, str], rules: dict[str, dict]) -> dict[str, str]:
     """The monitoring-mixin layout (what `mixtool generate` writes): every engine's alerts in one file,
-    its recording rules in another, and the dashboards as they are in dashboards/."""
+    its recording rules in another, and the dashboards (their rendered JSON) as they are in dashboards/."""
     alerts, records = split_rules(rules)
     files = {"mixin/prometheus_alerts.yaml": render_rules(alerts), "mixin/prometheus_rules.yaml": render_rules(records)}
-    files |= {f"mixin/dashboards_out/{name}.json": render_json(model) for name, model in dashboards.items()}
+    files |= {f"mixin/dashboards_out/{name}.json": text for name, text in dashboards.items()}
     return files
 
 
