@@ -7,7 +7,6 @@ the stalled old replica; every target of the recorded dashboards must return dat
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import load_config

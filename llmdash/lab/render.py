@@ -31,7 +31,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec  # noqa: E402
-from llmdash.lab.evaluate import DashboardResult, PanelResult, Region  # noqa: E402
+from llmdash.lab.evaluate import DashboardResult, PanelResult  # noqa: E402
 from llmdash.panels.library import DIVERGENCE_TITLE  # noqa: E402
 
 COLUMNS = 24
