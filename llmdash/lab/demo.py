@@ -88,8 +88,9 @@ def run_demo(config, out_dir: Path, seed: int = 1, progress: Callable[[str], Non
         server.start()
         say(f"local Prometheus ready on {server.url}")
         start = window.onset - SHOWN_BEFORE_ONSET_S
-        # the data starts with the scenario: the divergence baseline is whole one baseline window later
-        warmup_end = window.start + seconds(config.divergence.baseline_window)
+        # the data starts with the scenario: the divergence baselines (a window ending baseline_offset
+        # ago) have their first values one offset later, and are whole one window after that
+        warmup_end = window.start + seconds(config.divergence.baseline_offset)
         paths, summaries = [], []
         for engine in engines:
             result = evaluate_dashboard(dashboards[engine], server, start, window.end, STEP_S)
