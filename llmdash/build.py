@@ -14,8 +14,8 @@ from llmdash.dashboards.assemble import build_dashboard
 from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
 from llmdash.dashboards.fleet import FLEET, build_fleet_dashboard
-from llmdash.panels.recorded import recorded_series
-from llmdash.rules.generate import build_rules, inhibit_rules, render_inhibit_rules, render_rules, split_rules
+from llmdash.rules.generate import (build_rules, inhibit_rules, recorded_series, render_inhibit_rules, render_rules,
+                                    split_rules)
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError

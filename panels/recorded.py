@@ -93,7 +93,6 @@ class RecordedSignals(Signals):
         self.names = RecordedNames(config)
         # the labels recorded series carry, so a per-model aggregate and a recorded series still match
         self.recorded_model = tuple(config.fleet.group_by) + (MODEL_LABEL, ENGINE_LABEL)
-        self.recorded_instance = self.recorded_model + (config.fleet.instance_label,)
         kept = set(self.instance_group)
         self.recorded_scope = (Matcher(ENGINE_LABEL, "=", spec.id),) + tuple(
             Matcher(self._recorded_label(m.label), m.op, m.value) for m in scope if m.label in kept)
@@ -166,9 +165,6 @@ class RecordedSignals(Signals):
             return self._read(self.names.quantile(role, q), "sum", group)
         return promql.quantile(q, self.bucket_rates(role, group), self.scale(role))
 
-    def token_latency_p99(self, group=None) -> str:
-        return self._read(self.names.token_latency_p99(), "max", group)
-
     def _bucket(self, role: str, le: str, group) -> str:
         """One bucket's recorded rate summed over the group (which drops `le`, so buckets divide)."""
         return f"sum{promql.by(group)} ({self._scoped(self.names.buckets(role), (Matcher('le', '=', le),))})"
@@ -185,27 +181,3 @@ class RecordedSignals(Signals):
 
     def latency_baseline(self, group=None) -> str:
         return self._read(self.names.latency_baseline(self.latency_role), "max", group)
-
-
-def recorded_series(spec, config) -> frozenset[str]:
-    """Every series name the recording rules write for this engine (what recorded dashboards may read)."""
-    sig = Signals(spec, config, (), config.divergence.window)
-    names = RecordedNames(config)
-    p, d = config.preemption, config.divergence
-    found = {names.throughput(d.window), names.throughput_baseline(), names.requests(),
-             names.gauge("kv_usage"), names.gauge("waiting"), names.gauge("running")}
-    for role in sig.latency_roles:
-        found |= {names.buckets(role), names.quantile(role, 0.99), names.quantile(role, 0.5)}
-    found.add(names.latency_baseline(sig.latency_role))
-    if sig.token_latency_role:
-        found.add(names.token_latency_p99())
-    if spec.has("preemptions"):
-        found |= {names.instance_preemption_share(p.short_window), names.instance_preemption_share(p.long_window)}
-        if sig.preemption_is_counter:
-            found |= {names.preemptions(), names.preemptions_per_request(),
-                      names.instance_preemptions(p.short_window)}
-        else:
-            found.add(names.paused())
-    if sig.has_retracted_sides:
-        found |= {names.retracted_tokens("input"), names.retracted_tokens("output")}
-    return frozenset(found)

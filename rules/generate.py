@@ -77,6 +77,11 @@ def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     return records
 
 
+def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
+    """Every series name the recording rules write for this engine (what recorded dashboards may read)."""
+    return frozenset(name for name, _ in recording_rules(spec, config))
+
+
 def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
     rules: list[dict] = [{"record": name, "expr": expr, "labels": {ENGINE_LABEL: spec.id}}

@@ -12,7 +12,7 @@ from llmdash.config import Config, DashboardSettings
 from llmdash.dashboards.fleet import FLEET
 from llmdash.dashboards.validate import expressions
 from llmdash.engines.catalog import load_all
-from llmdash.panels.recorded import recorded_series
+from llmdash.rules.generate import recorded_series
 
 SPECS = load_all()
 RAW = build_dashboards(Config())
