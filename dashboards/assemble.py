@@ -16,7 +16,7 @@ from llmdash.panels.builders import DATASOURCE
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
-from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals
+from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals, fixed_selectors
 from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, alert_names, runbook_url
 
 RATE_INTERVAL = "$__rate_interval"
@@ -115,7 +115,7 @@ def label_variables(config) -> tuple[str, ...]:
 
 def dashboard_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
     """Config selectors (exact) plus the dashboard's variables (regex, All = .*)."""
-    fixed = tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
+    fixed = fixed_selectors(spec, config)
     variable = tuple(Matcher(label, "=~", f"${label}") for label in label_variables(config))
     instance = config.fleet.instance_label
     return fixed + variable + (Matcher(spec.model_label, "=~", "$model_name"), Matcher(instance, "=~", "$instance"))
@@ -155,7 +155,7 @@ def layout(panels: list) -> list:
 def variables(spec: EngineSpec, config) -> list[dict]:
     """datasource, the fleet's grouping labels and the config's label variables, model_name and instance."""
     anchor = spec.signal("running").sources[0]
-    fixed = tuple(Matcher(k, "=", v) for k, v in sorted(config.selectors.items()))
+    fixed = fixed_selectors(spec, config)
     return chained_variables(anchor.metric.name, fixed, [(v, v, v) for v in label_variables(config)] + [
         ("model_name", spec.model_label, "Model"), ("instance", config.fleet.instance_label, "Instance")])
 

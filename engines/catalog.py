@@ -13,7 +13,9 @@ import functools
 import math
 import os
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
+from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
@@ -24,15 +26,30 @@ CATALOG_DIR = Path(__file__).resolve().parent
 CATALOG_DIR_ENV = "LLMDASH_CATALOG_DIR"  # to try catalogs kept outside the tree
 
 METRIC_TYPES = ("counter", "gauge", "histogram")
+def _rust_float(bound: float) -> str:
+    """Rust's f64 Display: the shortest text that reads back as the same float, never in exponent
+    form, and without a fraction for whole numbers (2.0 -> "2", 0.0022 -> "0.0022")."""
+    if float(bound).is_integer():
+        return str(int(bound))
+    return format(Decimal(repr(float(bound))), "f")
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """How a metrics library writes what it exports: the suffix it gives counters, and how it
+    writes a bucket bound into the `le` label."""
+
+    counter_suffix: str
+    le: Callable[[float], str]
+
+
 EXPORTERS = {
-    # prometheus_client appends _total to counters; prometheus-cpp (Triton) keeps names as declared.
-    "prometheus_client": "_total",
-    "prometheus_cpp": "",
-}
-# How each client library writes a bucket bound into the `le` label.
-LE_FORMATS = {
-    "prometheus_client": lambda bound: repr(float(bound)),          # 1 -> "1.0", 0.1 -> "0.1"
-    "prometheus_cpp": lambda bound: f"{bound:.17g}" if bound != int(bound) else str(int(bound)),  # 500 -> "500"
+    "prometheus_client": Exporter("_total", lambda bound: repr(float(bound))),        # 1 -> "1.0", 0.1 -> "0.1"
+    # prometheus-cpp (Triton) keeps names as declared; 500 -> "500"
+    "prometheus_cpp": Exporter("", lambda bound: f"{bound:.17g}" if bound != int(bound) else str(int(bound))),
+    "rust_prometheus": Exporter("", _rust_float),   # Rust `prometheus` crate (Dynamo): names as declared
+    "metrics_rs": Exporter("", _rust_float),        # metrics-exporter-prometheus (TGI): never adds _total
+    "llama_cpp": Exporter("", _rust_float),         # llama-server writes its /metrics text by hand
 }
 HISTOGRAM_PARTS = ("bucket", "sum", "count")
 
@@ -51,7 +68,9 @@ ROLES = {
     "waiting": ("gauge",),
     "running": ("gauge",),
 }
-REQUIRED_ROLES = ("throughput", "requests", "kv_usage", "waiting", "running")
+REQUIRED_ROLES = ("throughput", "requests", "waiting", "running")
+# Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).
+DECLARED_ROLES = ("kv_usage", "preemptions")
 UNITS = ("seconds", "milliseconds", "ratio", "tokens", "preemptions", None)
 
 
@@ -90,8 +109,15 @@ class Source:
     """One series feeding a signal; a signal's sources are fallbacks, newest first."""
 
     metric: Metric
-    match: tuple[tuple[str, str], ...] = ()
+    # label -> value, or -> alternatives (a tuple; "" matches a series without the label)
+    match: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
     part: str | None = None  # "sum"/"count" of a histogram used as a counter
+
+    @property
+    def match_text(self) -> str:
+        """The match as PromQL matchers would show it, for descriptions and tables."""
+        return ", ".join(f'{label}=~"{"|".join(value)}"' if isinstance(value, tuple) else f'{label}="{value}"'
+                         for label, value in self.match)
 
     @property
     def series(self) -> str:
@@ -125,6 +151,18 @@ class EngineSpec:
     metrics: dict[str, Metric]
     signals: dict[str, Signal]
     path: Path = field(compare=False)
+    model_label_from_scrape: bool = False  # the engine exports no model label; a scrape relabel adds it
+    selectors: tuple[tuple[str, str], ...] = ()  # default label matchers where names alone are ambiguous
+    releases: str = ""  # the variant's own releases, where its versions are counted in its base's
+    base: str | None = None  # the engine a variant derives from
+    renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
+
+    def exported_name(self, base_name: str) -> str | None:
+        """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""
+        if self.base is None:
+            return base_name if base_name in self.metrics else None
+        names = dict(self.renames).get(base_name, ())
+        return names[0] if names else None
 
     def has(self, role: str) -> bool:
         signal = self.signals.get(role)
@@ -146,11 +184,12 @@ class EngineSpec:
         return min(m.since for m in metrics), (None if None in until else max(until))
 
     def le(self, bound: float) -> str:
-        return LE_FORMATS[self.exporter](bound)
+        return EXPORTERS[self.exporter].le(bound)
 
     @property
     def versions(self) -> str:
-        return f"{self.supported_from}–{self.supported_to}"
+        own = f"{self.supported_from}–{self.supported_to}"
+        return f"{self.releases} ({self.base} {own})" if self.base else own
 
 
 UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
@@ -265,8 +304,11 @@ class _Parser:
     def engine(self, data) -> EngineSpec:
         if data is None:
             raise self.fail("engine", "missing (empty file)")
+        variant = {}
+        if isinstance(data, dict) and "derive" in data:
+            data, variant = self.derived(data)
         data = self.mapping(data, "", ("engine", "title", "exporter", "model_label", "supported", "slo_defaults",
-                                       "metrics", "signals"))
+                                       "metrics", "signals"), ("model_label_from_scrape", "selectors"))
         engine = self.text(data["engine"], "engine")
         if engine != self.path.stem:
             raise self.fail("engine", f"{shorten(engine)} does not match the file name {self.path.stem!r}")
@@ -279,6 +321,10 @@ class _Parser:
         if first > last:
             raise self.fail("supported", f"from {first} is after to {last}")
         model_label = self.text(data["model_label"], "model_label")
+        from_scrape = data.get("model_label_from_scrape", False)
+        if not isinstance(from_scrape, bool):
+            raise self.fail("model_label_from_scrape", f"expected true or false, got {shorten(from_scrape)}")
+        selectors = self.label_values(data.get("selectors", {}), "selectors")
         if not isinstance(data["metrics"], dict) or not data["metrics"]:
             raise self.fail("metrics", "expected a non-empty mapping of series name to metric")
         for name in data["metrics"]:
@@ -290,15 +336,88 @@ class _Parser:
                 raise self.fail(f"metrics.{metric.name}", f"not exported by any supported version {first}–{last}")
         if not isinstance(data["signals"], dict):
             raise self.fail("signals", "expected a mapping of role to signal")
-        signals = {role: self.signal(role, body, metrics, model_label) for role, body in data["signals"].items()}
+        model_check = None if from_scrape else model_label
+        signals = {role: self.signal(role, body, metrics, model_check) for role, body in data["signals"].items()}
         for role in REQUIRED_ROLES:
             if role not in signals or not signals[role].sources:
                 raise self.fail(f"signals.{role}", "missing (every dashboard needs it)")
+        for role in DECLARED_ROLES:
+            if role not in signals:
+                raise self.fail(f"signals.{role}", "missing (give its sources, or none and a note saying why)")
         if not any(signals.get(r) and signals[r].sources for r in ("itl", "tpot", "ttft")):
             raise self.fail("signals", "no latency histogram (itl, tpot or ttft)")
         slo = self.slo_defaults(data["slo_defaults"], signals)
         return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last, slo,
-                          metrics, signals, self.path)
+                          metrics, signals, self.path, from_scrape, tuple(sorted(selectors.items())), **variant)
+
+    def label_values(self, body, key: str) -> dict[str, str]:
+        if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
+            raise self.fail(key, "expected a mapping of label name to string value")
+        return body
+
+    def derived(self, data: dict) -> tuple[dict, dict]:
+        """A variant's catalog: its base's, with every series renamed, the ones it does not re-export
+        dropped, and versions limited to the base releases it re-exports.
+
+        Each base series is read under every name in `rename` (newest first); a signal's sources become
+        each rename's copy of the base sources in turn, so they fall back per replica like any rename.
+        """
+        data = self.mapping(data, "", ("engine", "title", "derive", "releases"), ("selectors", "notes"))
+        derive = self.mapping(data["derive"], "derive", ("from", "rename"), ("versions", "drop", "generic"))
+        base_id = self.text(derive["from"], "derive.from")
+        base_path = self.path.parent / f"{base_id}.yaml"
+        if base_id == self.path.stem or not base_path.is_file():
+            raise self.fail("derive.from", f"no catalog {shorten(base_id)}.yaml beside this one to derive from")
+        base = read_yaml(base_path, "catalog")
+        if not isinstance(base, dict) or "derive" in base:
+            raise self.fail("derive.from", f"{base_id} is not a plain catalog (a variant cannot derive from a variant)")
+        renames = derive["rename"]
+        if (not isinstance(renames, list) or not renames
+                or not all(isinstance(r, dict) and set(r) == {"prefix", "to"} and all(isinstance(v, str) for v in r.values())
+                           for r in renames)):
+            raise self.fail("derive.rename", "expected a list of {prefix: old, to: new}, newest first")
+        drop = derive.get("drop", [])
+        if not isinstance(drop, list) or not all(isinstance(n, str) and n in base["metrics"] for n in drop):
+            raise self.fail("derive.drop", f"expected a list of {base_id}'s series names")
+        generic = derive.get("generic", False)
+        if not isinstance(generic, bool):
+            raise self.fail("derive.generic", f"expected true or false, got {shorten(generic)}")
+        versions = self.mapping(derive.get("versions", base["supported"]), "derive.versions", ("from", "to"))
+        first = self.version(versions["from"], "derive.versions.from")
+        last = self.version(versions["to"], "derive.versions.to")
+
+        def names(base_name: str) -> list[str]:
+            out = [r["to"] + base_name[len(r["prefix"]):] for r in renames if base_name.startswith(r["prefix"])]
+            if not out:
+                raise self.fail("derive.rename", f"no prefix applies to {base_id}'s {base_name}")
+            return out
+
+        def exported(body: dict) -> bool:
+            until = body.get("hidden_in") or body.get("removed_in")
+            return Version(str(body["since"])) <= last and (until is None or Version(str(until)) > first)
+
+        kept = [n for n, body in base["metrics"].items() if n not in drop and exported(body)]
+        metrics = {new: {**base["metrics"][n], **({"generic": True} if generic else {})}
+                   for n in kept for new in names(n)}
+        notes = self.label_values(data.get("notes", {}), "notes")
+        signals = {}
+        for role, body in base["signals"].items():
+            sources = [{**src, "metric": names(src["metric"])[i]}
+                       for i in range(len(renames)) for src in body["sources"] if src["metric"] in kept]
+            note = notes.get(role, body.get("note"))
+            if body["sources"] and not sources and role not in notes:
+                raise self.fail(f"notes.{role}", f"every source of {base_id}'s {role} is dropped; say why here")
+            signals[role] = {"sources": sources, **({"note": note} if note else {})}
+        unknown = set(notes) - set(signals)
+        if unknown:
+            raise self.fail(f"notes.{sorted(unknown)[0]}", f"{base_id} has no such signal")
+        catalog = {**base, "engine": data["engine"], "title": data["title"], "metrics": metrics, "signals": signals,
+                   "supported": {"from": str(first), "to": str(last)}}
+        if "selectors" in data:
+            catalog["selectors"] = data["selectors"]
+        variant = {"releases": self.text(data["releases"], "releases"), "base": base_id,
+                   "renames": tuple((n, tuple(names(n))) for n in kept)}
+        return catalog, variant
 
     def slo_defaults(self, body, signals: dict[str, Signal]) -> dict[str, float]:
         """Default SLO targets in seconds; each must be a bound of the histogram it is read from."""
@@ -325,7 +444,7 @@ class _Parser:
         kind = body["type"]
         if kind not in METRIC_TYPES:
             raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {shorten(kind)}")
-        suffix = EXPORTERS[exporter]
+        suffix = EXPORTERS[exporter].counter_suffix
         if kind == "counter" and suffix and not name.endswith(suffix):
             raise self.fail(key, f"a {exporter} counter scrapes with a {suffix} suffix; write it as {name}{suffix}")
         if kind == "histogram" and name.endswith(tuple(f"_{p}" for p in HISTOGRAM_PARTS)):
@@ -358,7 +477,7 @@ class _Parser:
         return Metric(name, kind, tuple(labels), since, removed, hidden, unit, buckets,
                       self.text(body["help"], f"{key}.help"), generic)
 
-    def signal(self, role, body, metrics: dict[str, Metric], model_label: str) -> Signal:
+    def signal(self, role, body, metrics: dict[str, Metric], model_label: str | None) -> Signal:
         key = f"signals.{role}"
         if role not in ROLES:
             raise self.fail(key, f"unknown role (known: {', '.join(ROLES)})")
@@ -372,7 +491,7 @@ class _Parser:
         note = body.get("note", "")
         return Signal(role, sources, self.text(note, f"{key}.note") if note else "")
 
-    def source(self, key, body, metrics, role, model_label) -> Source:
+    def source(self, key, body, metrics, role, model_label: str | None) -> Source:
         body = self.mapping(body, key, ("metric",), ("match", "part"))
         name = body["metric"]
         if not isinstance(name, str) or name not in metrics:
@@ -387,11 +506,16 @@ class _Parser:
         match = body.get("match") or {}
         if not isinstance(match, dict):
             raise self.fail(f"{key}.match", "expected a mapping of label to value")
+        values = {}
         for label, value in match.items():
             if label not in metric.labels:
                 raise self.fail(f"{key}.match.{label}", f"{name} has no label {shorten(label)}")
-            if not isinstance(value, str):
-                raise self.fail(f"{key}.match.{label}", "label values are strings (quote them)")
-        if model_label not in metric.labels:
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                values[label] = tuple(value)    # alternatives; "" also matches a series without the label
+            elif isinstance(value, str):
+                values[label] = value
+            else:
+                raise self.fail(f"{key}.match.{label}", "a label value is a string (quoted), or a list of them")
+        if model_label is not None and model_label not in metric.labels:
             raise self.fail(f"{key}.metric", f"{name} lacks the model label {model_label!r}")
-        return Source(metric, tuple(sorted(match.items())), part)
+        return Source(metric, tuple(sorted(values.items())), part)

@@ -15,7 +15,7 @@ LATENCY_ROLES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT"}
 
 def _source(spec: EngineSpec, source: Source) -> str:
     """`series{label="value"}`, with the versions it covers when not all of the engine's."""
-    matchers = ", ".join(f'{k}="{v}"' for k, v in source.match)
+    matchers = source.match_text
     text = f"`{source.series}{{{matchers}}}`" if matchers else f"`{source.series}`"
     metric = source.metric
     if metric.exposed_until is not None:

@@ -19,7 +19,7 @@ def metrics_used(sig: Signals, *roles: str) -> str:
         if not sig.spec.has(role):
             continue
         for i, source in enumerate(sig.spec.signal(role).sources):
-            matchers = "".join(f'{{{k}="{v}"}}' for k, v in source.match)
+            matchers = f"{{{source.match_text}}}" if source.match else ""
             kind = " histogram" if source.metric.type == "histogram" and not source.part else ""
             label = f"`{source.series}{matchers}`{kind}" + (" (fallback for older versions)" if i else "")
             if label not in names:
@@ -113,6 +113,12 @@ def preemption_tile(sig: Signals, config):
 
 
 def kv_usage_tile(sig: Signals, config):
+    if not sig.spec.has("kv_usage"):
+        return builders.text(
+            "KV-cache usage", describe(sig, "This engine exports no KV-cache usage.",
+                                       "Without it, queue growth and latency are the only signs of KV pressure.",
+                                       "kv_usage"),
+            "**No KV-cache metric.** Watch *Waiting requests* and the latency tiles.", width=3)
     return builders.stat(
         "KV-cache usage", describe(sig, "KV-cache usage of the fullest selected instance.",
                                    "Near 100 % the scheduler must preempt or stop admitting work.", "kv_usage"),
@@ -207,6 +213,8 @@ def retracted_tokens_chart(sig: Signals, config):
 
 
 def kv_usage_chart(sig: Signals, config):
+    if not sig.spec.has("kv_usage"):
+        return None
     return builders.timeseries(
         "KV-cache usage", describe(
             sig, "KV-cache usage of the fullest instance, per model.",

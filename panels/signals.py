@@ -23,6 +23,7 @@ Fleet rules, once, here:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
@@ -51,6 +52,19 @@ INFO = {
     "itl": SignalInfo("ITL p99", "s", "inter-token latency"),
     "tpot": SignalInfo("TPOT p99", "s", "time per output token of a whole request"),
 }
+
+
+def fixed_selectors(spec: EngineSpec, config) -> tuple[Matcher, ...]:
+    """Exact matchers every query of the engine carries: the catalog's defaults (where names alone
+    are ambiguous, such as unprefixed series), overridden label by label by the config's selectors."""
+    labels = {**dict(spec.selectors), **config.selectors}
+    return tuple(Matcher(label, "=", value) for label, value in sorted(labels.items()))
+
+
+def source_matchers(source: Source) -> tuple[Matcher, ...]:
+    """A source's own label matchers; alternatives become one regex ("" also matches an absent label)."""
+    return tuple(Matcher(label, "=~", "|".join(re.escape(v) for v in value)) if isinstance(value, tuple)
+                 else Matcher(label, "=", value) for label, value in source.match)
 
 
 def model_group(spec: EngineSpec, config) -> tuple[str, ...]:
@@ -85,8 +99,7 @@ class Signals:
 
     # ---- series selection -------------------------------------------------
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
-        own = tuple(Matcher(label, "=", value) for label, value in source.match)
-        return promql.selector(series or source.series, own + extra + self.scope)
+        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
 
     def has_job_selector(self) -> bool:
         return any(m.label == "job" for m in self.scope)

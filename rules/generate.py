@@ -20,7 +20,7 @@ from llmdash.engines.catalog import EngineSpec
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
-from llmdash.panels.signals import ENGINE_LABEL, INFO, MODEL_LABEL, Signals
+from llmdash.panels.signals import ENGINE_LABEL, INFO, MODEL_LABEL, Signals, fixed_selectors
 
 PREEMPTIONS_HIGH = "LLMServingPreemptionsHigh"
 DIVERGENCE = "LLMServingLatencyThroughputDivergence"
@@ -34,16 +34,16 @@ SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where 
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
 
 
-def rule_scope(config) -> tuple[Matcher, ...]:
-    """Config selectors only: with the defaults, rules select series by metric name alone."""
-    return tuple(Matcher(label, "=", value) for label, value in sorted(config.selectors.items()))
+def rule_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
+    """Selectors only (the catalog's defaults, the config's): with neither, rules select series by name alone."""
+    return fixed_selectors(spec, config)
 
 
 def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     """(record name, expression) of the recording-rule layer, in evaluation order (later rules read earlier ones)."""
     d, p = config.divergence, config.preemption
-    raw = Signals(spec, config, rule_scope(config), d.window)
-    rec = RecordedSignals(spec, config, rule_scope(config), d.window)
+    raw = Signals(spec, config, rule_scope(spec, config), d.window)
+    rec = RecordedSignals(spec, config, rule_scope(spec, config), d.window)
     names = rec.names
     model_name = lambda expr: _as_model_name(spec, expr)  # noqa: E731 - raw leaves get the fleet's model label
     baseline = lambda expr: f"quantile_over_time(0.5, {expr}[{d.baseline_window}] offset {d.baseline_offset})"  # noqa: E731
@@ -59,7 +59,7 @@ def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     latency_p99 = rec.quantile(raw.latency_role, 0.99)
     records.append((names.latency_baseline(raw.latency_role), baseline(latency_p99)))
     records += [(names.gauge(role), model_name(raw.gauge(role, reduce=reduce)))
-                for role, reduce in (("kv_usage", "max"), ("waiting", "sum"), ("running", "sum"))]
+                for role, reduce in (("kv_usage", "max"), ("waiting", "sum"), ("running", "sum")) if spec.has(role)]
     if spec.has("preemptions"):
         per_instance = raw.instance_group
         if raw.preemption_is_counter:
@@ -86,8 +86,8 @@ def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
     rules: list[dict] = [{"record": name, "expr": expr, "labels": {ENGINE_LABEL: spec.id}}
                          for name, expr in recording_rules(spec, config)]
-    sig = RecordedSignals(spec, config, rule_scope(config), config.divergence.window)
-    raw = Signals(spec, config, rule_scope(config), config.divergence.window)
+    sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
+    raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), divergence(sig, config),
                                   latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
               if alert is not None]

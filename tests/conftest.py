@@ -17,7 +17,8 @@ def prometheus_scenarios():
     expensive part. A missing `prometheus` binary fails the tests with the install hint.
     """
     from llmdash.lab.promserver import PrometheusServer, load_scenarios
-    from llmdash.lab.exposition import EMITTERS
+    from llmdash.engines.catalog import load_all
+    from llmdash.lab.exposition import simulated_engines
     from llmdash.lab.scenarios import CLASSIC_SCENARIOS
 
     started = time.monotonic()
@@ -26,7 +27,7 @@ def prometheus_scenarios():
     except LlmdashError as exc:
         pytest.fail(f"end-to-end tests need a real Prometheus: {exc}", pytrace=False)
     try:
-        windows = load_scenarios(server, list(CLASSIC_SCENARIOS), sorted(EMITTERS))
+        windows = load_scenarios(server, list(CLASSIC_SCENARIOS), simulated_engines(load_all()))
         server.start()
     except BaseException:
         server.stop()

@@ -14,13 +14,13 @@ import pytest
 from llmdash.build import build_dashboards
 from llmdash.config import load_config
 from llmdash.lab.evaluate import evaluate_dashboard
-from llmdash.engines.catalog import load_engine
-from llmdash.lab.exposition import EMITTERS
+from llmdash.engines.catalog import load_all, load_engine
+from llmdash.lab.exposition import simulated_engines
 from llmdash.lab.scenarios import PRIMARY, SECONDARY
 
 pytestmark = pytest.mark.e2e
 
-ENGINES = sorted(EMITTERS)
+ENGINES = simulated_engines(load_all())
 ROW = "Throughput vs latency"
 LATENCY_PANELS = ("ITL p99", "TPOT p99", "TTFT p99")   # the divergence's choice: finest first
 PREEMPTION_PANELS = ("Preemptions/s", "Paused requests")

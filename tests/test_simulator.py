@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 
@@ -9,9 +10,11 @@ import pytest
 
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import EMITTERS, Histogram
+from llmdash.lab.exposition import Histogram, simulated_engines
 from llmdash.lab.scenarios import PRIMARY, Traffic, build, scrapes, write_openmetrics
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, Load, ServingConfig, ServingSimulator
+
+SIMULATED = simulated_engines(load_all())
 
 SHORT = Traffic(steady_min=3, after_min=3, ramp_min=1)
 TIGHT = ServingConfig(kv_blocks=400)        # 6,400 tokens: preempts under the load below
@@ -176,7 +179,7 @@ def test_idle_stops_generation():
     assert settled and len(set(settled)) == 1 and settled[0] > 0
 
 
-@pytest.mark.parametrize("engine", sorted(EMITTERS))
+@pytest.mark.parametrize("engine", SIMULATED)
 def test_every_current_catalog_series_is_emitted_with_its_labels(engine):
     spec = load_engine(engine)
     out = io.StringIO()
@@ -206,9 +209,9 @@ def test_openmetrics_timestamps_are_seconds_and_ordered():
 def test_unknown_scenario_and_engine_are_usage_errors():
     with pytest.raises(LlmdashError, match="unknown scenario 'flood'"):
         build("flood")
-    spec = load_all()["vllm"]
-    with pytest.raises(LlmdashError, match="no emitter for engine 'tgi'"):
-        list(scrapes(build("steady", SHORT), {"tgi": spec}, 1))
+    spec = dataclasses.replace(load_all()["vllm"], id="ollama")
+    with pytest.raises(LlmdashError, match="no emitter for engine 'ollama'"):
+        list(scrapes(build("steady", SHORT), {"ollama": spec}, 1))
 
 
 def test_simulate_writes_a_complete_backfill_file(tmp_path):

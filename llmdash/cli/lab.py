@@ -12,9 +12,9 @@ import click
 
 from llmdash.config import load_config
 from llmdash.lab import bench
-from llmdash.engines.catalog import load_engine
+from llmdash.engines.catalog import load_all, load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import EMITTERS, live_text
+from llmdash.lab.exposition import live_text, simulated_engines
 from llmdash.lab.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, advance, build, instances, write_openmetrics
 
 
@@ -23,7 +23,7 @@ def _config_path(ctx: click.Context) -> str | None:
 
 
 @click.command("simulate")
-@click.option("--engine", required=True, type=click.Choice(sorted(EMITTERS)), help="Engine whose metrics to emit.")
+@click.option("--engine", required=True, type=click.Choice(simulated_engines(load_all())), help="Engine whose metrics to emit.")
 @click.option("--scenario", required=True, type=click.Choice(list(SCENARIOS)), help="Traffic scenario.")
 @click.option("--seed", default=1, show_default=True, help="Same seed, same data.")
 @click.option("--serve", "port", type=click.IntRange(1, 65535), default=None,

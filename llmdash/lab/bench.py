@@ -70,7 +70,7 @@ def alert_names(rule_model: dict) -> list[str]:
 
 def naive_rules(spec: EngineSpec, config: Config) -> dict:
     """Two alerts an SRE might write without this project, from the same signals."""
-    sig = Signals(spec, config, rule_scope(config), config.divergence.window)
+    sig = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     d = config.divergence
     role = sig.token_latency_role or "ttft"
     threshold = (config.thresholds.itl_p99_seconds if role != "ttft" else config.thresholds.ttft_p99_seconds).critical

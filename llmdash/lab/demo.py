@@ -19,7 +19,7 @@ from llmdash.lab.promserver import PrometheusServer, load_scenarios
 from llmdash.lab.render import render_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import EMITTERS
+from llmdash.lab.exposition import simulated_engines
 from llmdash.lab.scenarios import PRIMARY
 
 SCENARIO = "kv-collapse"
@@ -77,7 +77,8 @@ def run_demo(config, out_dir: Path, seed: int = 1, progress: Callable[[str], Non
         progress(f"[{time.monotonic() - started:5.1f}s] {message}")
 
     dashboards = build_dashboards(config)
-    engines = [e for e in dashboards if e in EMITTERS]
+    specs = {e: load_engine(e) for e in dashboards if e != "fleet"}
+    engines = [e for e in simulated_engines(specs) if e in dashboards]
     if not engines:
         raise LlmdashError(f"no built dashboard has a simulator emitter (built: {', '.join(dashboards)})")
     say(f"built {len(dashboards)} dashboards: {', '.join(dashboards)}")

@@ -115,7 +115,14 @@ class Registry:
         self.renamed = era_names(spec, era)
 
     def _exported(self, name: str) -> Metric | None:
-        """The catalog metric `name` is exported as in this registry's era (None: not exported)."""
+        """The catalog metric `name` is exported as in this registry's era (None: not exported).
+
+        A variant's emitter is its base engine's, so `name` is the base's name, translated here.
+        """
+        if self.spec.base is not None:
+            name = self.spec.exported_name(name)
+            if name is None or name not in self.metrics:
+                return None
         if name in self.renamed:
             target = self.renamed[name]
             return self.spec.metrics[target] if target else None
@@ -136,8 +143,8 @@ class Registry:
         return self._add(name, labels, Cell())
 
     def histogram(self, name: str, **labels: str) -> Histogram:
-        metric = self._exported(name) or self.spec.metrics[name]
-        return self._add(name, labels, Histogram(metric.buckets))
+        metric = self._exported(name) or self.spec.metrics.get(name)
+        return self._add(name, labels, Histogram(metric.buckets if metric else ()))
 
     def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
         """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
@@ -483,6 +490,16 @@ class LmdeployMetrics(EngineMetrics):
 EMITTERS: dict[str, type[EngineMetrics]] = {
     cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics)
 }
+
+
+def emitter_class(spec: EngineSpec) -> type[EngineMetrics] | None:
+    """The emitter of an engine, or of the engine a variant derives from (same events, renamed series)."""
+    return EMITTERS.get(spec.id) or EMITTERS.get(spec.base or "")
+
+
+def simulated_engines(specs: dict[str, EngineSpec]) -> list[str]:
+    """The engines among `specs` the simulator can emit, sorted."""
+    return sorted(engine for engine, spec in specs.items() if emitter_class(spec))
 
 
 class Fanout:

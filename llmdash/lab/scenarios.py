@@ -41,7 +41,7 @@ from typing import Callable, Iterator
 
 from llmdash.engines.catalog import EngineSpec
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import EMITTERS, NEW, OLD, EngineMetrics, Fanout
+from llmdash.lab.exposition import EMITTERS, NEW, OLD, EngineMetrics, Fanout, emitter_class
 from llmdash.lab.simulator import Load, ServingConfig, ServingSimulator
 
 SCRAPE_INTERVAL_S = 15.0
@@ -316,8 +316,8 @@ class Instance:
         """New emitters (counters at 0), as after a process start."""
         state = lambda: self.sim.state  # noqa: E731 - read at scrape time
         model, replica = self.model.name, self.replica
-        self.emitters = {engine: EMITTERS[engine](spec, model, state, replica.era,
-                                                  replica.target_labels(engine, model))
+        self.emitters = {engine: emitter_class(spec)(spec, model, state, replica.era,
+                                                     replica.target_labels(engine, model))
                          for engine, spec in self.specs.items()}
         self.sim.rec = Fanout(list(self.emitters.values()))
 
@@ -335,9 +335,10 @@ def flavours(specs: dict[str, EngineSpec]) -> dict[str, dict[str, EngineSpec]]:
     """Engines grouped by preemption flavour: one simulation serves each group."""
     groups: dict[str, dict[str, EngineSpec]] = {}
     for engine, spec in specs.items():
-        if engine not in EMITTERS:
+        emitter = emitter_class(spec)
+        if emitter is None:
             raise LlmdashError(f"the simulator has no emitter for engine {engine!r} (known: {', '.join(EMITTERS)})")
-        groups.setdefault(EMITTERS[engine].preemption, {})[engine] = spec
+        groups.setdefault(emitter.preemption, {})[engine] = spec
     return groups
 
 
