@@ -8,7 +8,7 @@ import pytest
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
 
-ENGINES = ["lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+ENGINES = ["dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -83,5 +83,5 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'tgi'.*known: lmdeploy, sglang"):
+    with pytest.raises(LlmdashError, match="unknown engine 'tgi'.*known: dynamo, lmdeploy, sglang"):
         load_engine("tgi")

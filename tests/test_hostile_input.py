@@ -30,7 +30,7 @@ from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES
 from tests.test_cli import ROOT, llmdash, snapshot
 
-ENGINES = ("lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
+ENGINES = ("dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
 
 
 def float_keys(cls=Config, prefix="") -> list[str]:

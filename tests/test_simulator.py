@@ -153,6 +153,42 @@ def test_engine_semantics_under_collapse():
     assert value(vllm, "vllm:inter_token_latency_seconds_count{") <= per_step
 
 
+def test_dynamo_frontend_sees_the_stream_not_the_engine():
+    """Same recompute simulation as vLLM: the frontend counts the same tokens per chunk, counts a request
+    when it ends, has no preemption series, and its queued gauge holds requests until their first token."""
+    collapse = Traffic(steady_min=2, after_min=6, ramp_min=1, collapse_prompt_tokens=2400)
+    points = final_values("kv-collapse", ["vllm", "dynamo"], collapse)
+    t, last = points[-1]
+    vllm, dynamo = last["vllm"], last["dynamo"]
+    assert value(dynamo, "dynamo_frontend_output_tokens_total{") == value(vllm, "vllm:generation_tokens_total{")
+    assert value(dynamo, 'dynamo_frontend_requests_total{model="llama-3.1-8b-instruct",endpoint="chat_completions",'
+                         'request_type="stream",status="success",error_type=""}') == \
+        sum(v for k, v in vllm.items() if k.startswith("vllm:request_success_total{"))
+    assert not [k for k in dynamo if "preempt" in k or "kv" in k]
+    # per token, first chunks excluded: one ITL observation per token after each request's first
+    finished_tokens = value(dynamo, "dynamo_frontend_output_tokens_total{")
+    ttft_count = value(dynamo, "dynamo_frontend_time_to_first_token_seconds_count{")
+    assert value(dynamo, "dynamo_frontend_inter_token_latency_seconds_count{") == finished_tokens - ttft_count
+    # queued (no first token yet, prefill included) never exceeds in flight; the engine's waiting queue
+    # holds preempted requests too, so the frontend's queued is not the engine's waiting
+    for _, sample in points:
+        if "dynamo" in sample:
+            queued = value(sample["dynamo"], "dynamo_frontend_queued_requests{")
+            inflight = value(sample["dynamo"], "dynamo_frontend_inflight_requests{")
+            assert 0 <= queued <= inflight
+            assert inflight == value(sample["vllm"], "vllm:num_requests_waiting{") + \
+                value(sample["vllm"], "vllm:num_requests_running{")
+
+
+def test_dynamo_bucket_bounds_are_written_as_rust_displays_them():
+    text = "\n".join(line for _, batch in scrapes(build("steady", Traffic(steady_min=1, after_min=0.5)),
+                                                   {"dynamo": load_engine("dynamo")}, 1)
+                     for _, _, emitter in batch for line in emitter.render())
+    for le in ("1", "0.0022", "480", "0.084", "2", "0"):
+        assert f'le="{le}"' in text
+    assert 'le="1.0"' not in text and 'le="2.0"' not in text and 'le="0.0"' not in text
+
+
 def test_restart_resets_counters_and_misses_scrapes():
     scenario = build("restart", SHORT)
     points = final_values("restart", ["vllm"])

@@ -8,7 +8,8 @@ SGLang's realtime counter moves per log tick, its generation counter at request 
 its ITL observer divides an interval by the tokens it carried, and its retraction
 counters repeat on every TP rank; TensorRT-LLM records per-request series at finish and
 shows paused requests of the latest iteration; Triton keeps prometheus-cpp names; LMDeploy
-latches its gauges every 10 s and has no preemption metric.
+latches its gauges every 10 s and has no preemption metric; the Dynamo frontend sees only the
+stream (tokens per chunk, per-token ITL, requests counted when they end) and no KV or preemption.
 
 Two text forms: OpenMetrics with timestamps in seconds (for `promtool tsdb
 create-blocks-from openmetrics`) and the Prometheus text format of a live /metrics.
@@ -487,8 +488,52 @@ class LmdeployMetrics(EngineMetrics):
         self.running.value = s.running
 
 
+class DynamoMetrics(EngineMetrics):
+    """The Dynamo HTTP frontend in front of a worker: it sees the response stream, not the engine.
+
+    A worker's preemption reaches it only as a long gap between chunks; its gauges count requests
+    from handler entry (queued: until the first token, prefill included; in flight: until the end).
+    """
+
+    engine = "dynamo"
+
+    def constant_labels(self):
+        return {"model": self.model}
+
+    def build(self):
+        r = self.reg
+        self.output_tokens = r.cell("dynamo_frontend_output_tokens_total")
+        self.ended = r.cell("dynamo_frontend_requests_total", endpoint="chat_completions", request_type="stream",
+                            status="success", error_type="")
+        self.ttft = r.histogram("dynamo_frontend_time_to_first_token_seconds")
+        self.itl = r.histogram("dynamo_frontend_inter_token_latency_seconds")
+        self.queued = r.cell("dynamo_frontend_queued_requests")
+        self.inflight = r.cell("dynamo_frontend_inflight_requests")
+        self._streaming = 0       # requests past their first token and not yet ended
+
+    def on_step(self, now, dt, decode_tokens, prefill_tokens, preempted):
+        self.output_tokens.value += decode_tokens        # per chunk as it streams, first tokens included
+
+    def on_token_gap(self, gap_s, count, tokens):
+        # `count` requests each got a chunk after `gap_s`: gap / chunk tokens, observed once per token
+        self.itl.observe_per_token(gap_s * count, tokens)
+
+    def on_first_token(self, req, now):
+        self.ttft.observe(now - req.arrival)
+        self._streaming += 1
+
+    def on_finish(self, req, now):
+        self.ended.value += 1                            # once per request, when its response ends
+        self._streaming -= 1
+
+    def gauges(self, s):
+        self.inflight.value = s.running + s.waiting
+        self.queued.value = s.running + s.waiting - self._streaming
+
+
 EMITTERS: dict[str, type[EngineMetrics]] = {
-    cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics)
+    cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics,
+                                DynamoMetrics)
 }
 
 
