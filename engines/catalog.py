@@ -420,15 +420,17 @@ class _Parser:
         return catalog, variant
 
     def slo_defaults(self, body, signals: dict[str, Signal]) -> dict[str, float]:
-        """Default SLO targets in seconds; each must be a bound of the histogram it is read from."""
-        body = self.mapping(body, "slo_defaults", ("ttft_seconds",), ("itl_seconds",))
+        """Default SLO targets in seconds; each must be a bound of the histogram it is read from. A TTFT
+        target is required wherever the engine has a TTFT histogram (TGI has none)."""
+        has_ttft = bool(signals.get("ttft") and signals["ttft"].sources)
+        body = self.mapping(body, "slo_defaults", ("ttft_seconds",) if has_ttft else (), ("ttft_seconds", "itl_seconds"))
         targets = {}
         for name, value in body.items():
             key = f"slo_defaults.{name}"
             if not _finite_number(value) or value <= 0:
                 raise self.fail(key, f"expected a positive number of seconds, got {shorten(value)}")
             role = "ttft" if name == "ttft_seconds" else next((r for r in ("itl", "tpot") if r in signals), None)
-            if role is None or not signals[role].sources:
+            if role is None or role not in signals or not signals[role].sources:
                 raise self.fail(key, "this engine has no histogram to read it from")
             for source in signals[role].sources:
                 problem = bound_problem(source.metric, float(value))

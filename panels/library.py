@@ -94,7 +94,7 @@ def preemption_tile(sig: Signals, config):
     if not sig.spec.has("preemptions"):
         return builders.text(
             "Preemptions", describe(sig, "This engine exports no preemption metric.",
-                                    "Preemption still happens; its only trace is latency rising while throughput "
+                                    "Where it preempts, the only trace is latency rising while throughput "
                                     "holds, shown in the Divergence panel and annotation.", "preemptions"),
             f"**No preemption metric.** Watch *{DIVERGENCE_TITLE}* in the Preemption row and the "
             "*Divergence* annotation.", width=3)

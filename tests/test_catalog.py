@@ -8,7 +8,7 @@ import pytest
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
 
-ENGINES = ["dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+ENGINES = ["dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "tgi", "vllm"]
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -62,6 +62,7 @@ def catalog_copy(tmp_path: Path) -> Path:
     ("buckets: [1, 2, 3, 4, 5, 10, 20]", "buckets: [1, 3, 2]", "metrics.vllm:request_num_preemptions.buckets"),
     ('since: "0.30.0"', 'since: "thirty"', "metrics.vllm:request_num_preemptions.since"),
     ("  ttft_seconds: 1.0\n", "  ttft_seconds: 1.1\n", "slo_defaults.ttft_seconds"),
+    ("  ttft_seconds: 1.0\n", "", "slo_defaults.ttft_seconds"),   # required where a TTFT histogram exists
     ("sources: [{metric: vllm:num_requests_waiting}]", "sources: [{metric: vllm:time_to_first_token_seconds}]",
      "signals.waiting.sources[0]"),
 ])
@@ -83,5 +84,41 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'tgi'.*known: dynamo, lmdeploy, sglang"):
-        load_engine("tgi")
+    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, lmdeploy, sglang"):
+        load_engine("mlc-llm")
+
+
+def test_tgi_bounds_are_written_as_tgi_writes_them():
+    """TGI's `*duration` bounds come from `value *= 1.5` from 0.0001; its exporter prints each with Rust's
+    f64 Display, so a quantile or SLO selector must use those exact long texts (server.rs L1938-1946)."""
+    tgi = load_engine("tgi")
+    les = [tgi.le(b) for b in tgi.metrics["tgi_request_mean_time_per_token_duration"].buckets]
+    assert len(les) == 35
+    assert les[:3] == ["0.00015000000000000001", "0.00022500000000000002", "0.0003375"]
+    assert les[5] == "0.0011390624999999999" and les[16] == "0.09852612533569335"
+    assert les[-1] == "145.61096060497135"
+    bound = 0.0001
+    for le in les:
+        bound *= 1.5
+        assert le == tgi.le(bound)
+    # no round bound: the ITL/TPOT SLO default is the bound nearest 0.1 s
+    assert tgi.slo_defaults == {"itl_seconds": 0.09852612533569335}
+
+
+def test_tgi_has_no_ttft_preemption_or_kv_and_takes_its_model_label_from_the_scrape():
+    tgi = load_engine("tgi")
+    assert tgi.model_label_from_scrape and tgi.model_label == "model_name"
+    assert not any(m.labels for m in tgi.metrics.values())
+    assert tgi.has("tpot") and not tgi.has("ttft") and not tgi.has("itl")
+    assert not tgi.has("preemptions") and "never preempts" in tgi.note("preemptions")
+    assert not tgi.has("kv_usage") and tgi.note("kv_usage")
+    assert tgi.signal("throughput").sources[0].series == "tgi_request_generated_tokens_sum"
+
+
+def test_a_ttft_target_without_a_ttft_histogram_is_refused(tmp_path):
+    target = tmp_path / "tgi.yaml"
+    text = (CATALOG_DIR / "tgi.yaml").read_text()
+    target.write_text(text.replace("  itl_seconds: 0.09852612533569335\n",
+                                   "  itl_seconds: 0.09852612533569335\n  ttft_seconds: 1.122274146401882\n"))
+    with pytest.raises(LlmdashError, match="slo_defaults.ttft_seconds: this engine has no histogram to read it from"):
+        load_catalog(target)

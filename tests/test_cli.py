@@ -14,6 +14,7 @@ import yaml
 
 from llmdash.config import Config
 from llmdash.engines.catalog import CATALOG_DIR
+from tests.test_catalog import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert llmdash("build", "--out", str(first)).returncode == 0
     assert llmdash("build", "--out", str(second)).returncode == 0
     assert snapshot(first) == snapshot(second)
-    engines = ("dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
+    engines = tuple(ENGINES)
     dashboards = sorted(engines + ("fleet",))
     assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
         [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
@@ -45,20 +46,20 @@ def test_check_reports_stale_and_leftover_files(tmp_path):
     out = tmp_path / "gen"
     assert llmdash("build", "--out", str(out)).returncode == 0
     (out / "dashboards" / "vllm.json").write_text("{}\n")
-    (out / "dashboards" / "tgi.json").write_text("{}\n")
+    (out / "dashboards" / "mlc-llm.json").write_text("{}\n")
     result = llmdash("build", "--check", "--out", str(out))
     assert result.returncode == 1
-    assert "dashboards/vllm.json" in result.stderr and "dashboards/tgi.json (no longer built)" in result.stderr
+    assert "dashboards/vllm.json" in result.stderr and "dashboards/mlc-llm.json (no longer built)" in result.stderr
     assert result.stderr.count("\n") == 1
     assert llmdash("build", "--out", str(out)).returncode == 0
-    assert not (out / "dashboards" / "tgi.json").exists()
+    assert not (out / "dashboards" / "mlc-llm.json").exists()
 
 
 @pytest.mark.parametrize("config, message", [
     ("thresholds:\n  itl_p99_seconds: {warning: 0.5, critical: 0.2}\n", "thresholds.itl_p99_seconds: warning 0.5"),
     ("divergence:\n  latency_factor: fast\n", "divergence.latency_factor: expected a number"),
     ("dashbaord:\n  refresh: 1m\n", "dashbaord: unknown key"),
-    ("engines: [vllm, tgi]\n", "engines: unknown engine 'tgi'"),
+    ("engines: [vllm, mlc-llm]\n", "engines: unknown engine 'mlc-llm'"),
     ("selectors:\n  job-name: vllm\n", "selectors: 'job-name' is not a label name"),
     ("slo:\n  ttft_seconds: 0.3\n", "slo.ttft_seconds: 0.3s is not a bucket bound"),
     ("divergence: [1, 2\n", "malformed YAML"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -99,6 +100,16 @@ def test_a_series_missing_on_one_tp_rank_is_named_by_its_label(tmp_path):
         'sglang:num_retracted_requests_total has no series with label tp_rank="0" (values present: "1")']
     assert "alert LLMServingPreemptionsHigh" in empty
     assert "panel ITL p99 A" not in empty   # the latency histograms carry no tp_rank
+
+
+def test_an_engine_page_without_the_model_label_its_relabeling_adds_is_not_judged_on_it(tmp_path):
+    """TGI exports no model label; on its own /metrics page (before relabeling) every query still has data
+    (the dashboards match the model by regex, and All is .*, which an absent label matches)."""
+    text = re.sub(r'model_name="[^"]*",?', "", scraped_text("tgi", "steady")).replace("{}", "")
+    assert "model_name" not in text and "tgi_queue_size " in text
+    result, body = report(tmp_path, text)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert body["engines"][0]["empty"] == 0
 
 
 def test_a_missing_gauge_outside_the_detected_versions_says_so(tmp_path):

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_catalog import ENGINES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,7 +18,7 @@ def engines_output() -> str:
 
 def test_engines_prints_versions_and_the_series_behind_each_signal():
     rows = {line.split("`")[1]: line for line in engines_output().splitlines()[2:]}
-    assert sorted(rows) == ["dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+    assert sorted(rows) == ENGINES
     assert "vLLM 0.9.0–0.33.0" in rows["vllm"] and "counter `vllm:num_preemptions_total`" in rows["vllm"]
     assert "ITL `vllm:inter_token_latency_seconds` (0.10.2+)" in rows["vllm"]
     assert rows["lmdeploy"].endswith("| none: divergence only |")

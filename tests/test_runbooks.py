@@ -8,6 +8,7 @@ from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import load_config
 from llmdash.errors import EXIT_USAGE, LlmdashError
 from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH
+from tests.test_catalog import ENGINES
 
 TEMPLATE = "https://git.example.com/ops/llmdash/blob/main/docs/runbooks/{alertname}.md"
 
@@ -50,7 +51,7 @@ def watched(dashboard: dict, engine: str, rules: dict) -> dict[str, str]:
     return {title: alert for title, alert in expected.items() if alert in alerts and title in titles}
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "lmdeploy", "dynamo"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_each_watched_panel_links_to_its_alerts_runbook(templated, engine):
     dashboards, rules = templated
     dashboard = dashboards[engine]

@@ -9,7 +9,9 @@ its ITL observer divides an interval by the tokens it carried, and its retractio
 counters repeat on every TP rank; TensorRT-LLM records per-request series at finish and
 shows paused requests of the latest iteration; Triton keeps prometheus-cpp names; LMDeploy
 latches its gauges every 10 s and has no preemption metric; the Dynamo frontend sees only the
-stream (tokens per chunk, per-token ITL, requests counted when they end) and no KV or preemption.
+stream (tokens per chunk, per-token ITL, requests counted when they end) and no KV or preemption;
+TGI records every per-request series when a request succeeds. An engine that exports no model
+label gets it from the scrape target labels, as the user's relabeling would add it.
 
 Two text forms: OpenMetrics with timestamps in seconds (for `promtool tsdb
 create-blocks-from openmetrics`) and the Prometheus text format of a live /metrics.
@@ -143,9 +145,10 @@ class Registry:
     def cell(self, name: str, **labels: str) -> Cell:
         return self._add(name, labels, Cell())
 
-    def histogram(self, name: str, **labels: str) -> Histogram:
+    def histogram(self, name: str, bounds: tuple[float, ...] | None = None, **labels: str) -> Histogram:
+        """`bounds` for a histogram whose buckets the deployment sets (the catalog then lists none)."""
         metric = self._exported(name) or self.spec.metrics.get(name)
-        return self._add(name, labels, Histogram(metric.buckets if metric else ()))
+        return self._add(name, labels, Histogram(bounds or (metric.buckets if metric and metric.buckets else ())))
 
     def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
         """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
@@ -170,7 +173,7 @@ class Registry:
             if m.type == "histogram":
                 cum = s.cell.cumulative()
                 sep = "," if labels else ""
-                for bound, count in zip(m.buckets, cum):
+                for bound, count in zip(s.cell.bounds, cum):
                     out.append(f'{m.name}_bucket{{{labels}{sep}le="{self.spec.le(bound)}"}} {count}{ts}')
                 out.append(f'{m.name}_bucket{{{labels}{sep}le="+Inf"}} {cum[-1]}{ts}')
                 out.append(f"{m.name}_count{{{labels}}} {cum[-1]}{ts}")
@@ -249,6 +252,9 @@ class EngineMetrics:
 
     def render(self, extra: str = "", timestamp: float | None = None,
                declared: set[str] | None = None) -> list[str]:
+        if self.spec.model_label_from_scrape:
+            # the engine exports no model label: the user's scrape relabeling adds it, as done here
+            extra = ",".join(x for x in (f'{self.spec.model_label}="{self.model}"', extra) if x)
         return self.reg.render(extra, timestamp, declared)
 
 
@@ -531,9 +537,46 @@ class DynamoMetrics(EngineMetrics):
         self.queued.value = s.running + s.waiting - self._streaming
 
 
+class TgiMetrics(EngineMetrics):
+    """TGI's router: every per-request series is recorded when a request succeeds, nothing while it runs.
+
+    The simulation underneath evicts under KV pressure (recompute), which TGI's reserve-at-admission
+    queue never does; the series here follow TGI's update rules, not its scheduler.
+    """
+
+    engine = "tgi"
+    max_total_tokens = 2048       # --max-total-tokens: sets the generated-tokens buckets
+
+    def constant_labels(self):
+        return {}
+
+    def build(self):
+        r = self.reg
+        step = self.max_total_tokens / 100
+        self.success = r.cell("tgi_request_success")
+        self.generated = r.histogram("tgi_request_generated_tokens", tuple(step * (i + 1) for i in range(100)))
+        self.time_per_token = r.histogram("tgi_request_mean_time_per_token_duration")
+        self.duration = r.histogram("tgi_request_duration")
+        self.queue_time = r.histogram("tgi_request_queue_duration")
+        self.queue = r.cell("tgi_queue_size")
+        self.batch = r.cell("tgi_batch_current_size")
+
+    def on_finish(self, req, now):
+        inference = now - req.first_scheduled              # batch start to the response
+        self.success.value += 1
+        self.generated.observe(req.out)
+        self.time_per_token.observe(inference / req.out if req.out else 0.0)
+        self.duration.observe(now - req.arrival)
+        self.queue_time.observe(req.first_scheduled - req.arrival)
+
+    def gauges(self, s):
+        self.queue.value = s.waiting
+        self.batch.value = s.running
+
+
 EMITTERS: dict[str, type[EngineMetrics]] = {
     cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics,
-                                DynamoMetrics)
+                                DynamoMetrics, TgiMetrics)
 }
 
 
