@@ -86,6 +86,17 @@ class Metric:
     buckets: tuple[float, ...] | None
     help: str
     generic: bool = False  # an unprefixed name other exporters may share: read only under a `job` selector
+    labels_since: tuple[tuple[str, Version], ...] = ()  # labels added after `since`: label -> first version
+    buckets_before: tuple[tuple[Version, tuple[float, ...]], ...] = ()  # older bounds: (first version without them, bounds)
+
+    def labels_at(self, version: Version) -> tuple[str, ...]:
+        """The labels the series carries in `version` (`labels` minus those added later)."""
+        added = dict(self.labels_since)
+        return tuple(label for label in self.labels if label not in added or added[label] <= version)
+
+    def buckets_at(self, version: Version) -> tuple[float, ...] | None:
+        """The bucket bounds `version` exports: the first older list it predates, else `buckets`."""
+        return next((bounds for until, bounds in self.buckets_before if version < until), self.buckets)
 
     @property
     def exposed_until(self) -> Version | None:
@@ -195,22 +206,28 @@ class EngineSpec:
 UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
 
 
+def _bound_in(bounds: tuple[float, ...], metric: Metric, target_seconds: float) -> float | None:
+    wanted = target_seconds / UNIT_TO_SECONDS[metric.unit]
+    return next((b for b in bounds if math.isclose(b, wanted, rel_tol=1e-9)), None)
+
+
 def bucket_for(metric: Metric, target_seconds: float) -> float | None:
     """The bucket bound (in the histogram's own unit) equal to `target_seconds`, or None."""
     if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
         return None
-    wanted = target_seconds / UNIT_TO_SECONDS[metric.unit]
-    return next((b for b in metric.buckets if math.isclose(b, wanted, rel_tol=1e-9)), None)
+    return _bound_in(metric.buckets, metric, target_seconds)
 
 
 def bound_problem(metric: Metric, target_seconds: float) -> str | None:
-    """Why `target_seconds` cannot be read from `metric`'s buckets, or None when it can."""
+    """Why `target_seconds` cannot be read from `metric`'s buckets in every version, or None when it can."""
     if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
         return f"{metric.name} has no known bucket bounds in seconds"
-    if bucket_for(metric, target_seconds) is None:
-        scale = UNIT_TO_SECONDS[metric.unit]
-        bounds = ", ".join(f"{b * scale:g}" for b in metric.buckets)
-        return f"{target_seconds:g}s is not a bucket bound of {metric.name} (bounds in seconds: {bounds})"
+    for until, bounds in ((None, metric.buckets),) + metric.buckets_before:
+        if _bound_in(bounds, metric, target_seconds) is None:
+            scale = UNIT_TO_SECONDS[metric.unit]
+            listed = ", ".join(f"{b * scale:g}" for b in bounds)
+            which = f" before {until}" if until else ""
+            return f"{target_seconds:g}s is not a bucket bound of {metric.name}{which} (bounds in seconds: {listed})"
     return None
 
 
@@ -442,7 +459,8 @@ class _Parser:
     def metric(self, name, body, exporter: str) -> Metric:
         key = f"metrics.{name}"
         body = self.mapping(body, key, ("type", "labels", "since", "help"),
-                            ("unit", "buckets", "removed_in", "hidden_in", "generic"))
+                            ("unit", "buckets", "removed_in", "hidden_in", "generic", "labels_since",
+                             "buckets_before"))
         kind = body["type"]
         if kind not in METRIC_TYPES:
             raise self.fail(f"{key}.type", f"expected one of {', '.join(METRIC_TYPES)}, got {shorten(kind)}")
@@ -461,12 +479,7 @@ class _Parser:
         if buckets is not None:
             if kind != "histogram":
                 raise self.fail(f"{key}.buckets", "only histograms have buckets")
-            if (not isinstance(buckets, list) or not buckets
-                    or not all(_finite_number(b) for b in buckets)):
-                raise self.fail(f"{key}.buckets", "expected a list of finite numbers")
-            if any(b >= c for b, c in zip(buckets, buckets[1:])):
-                raise self.fail(f"{key}.buckets", "bounds must be strictly increasing")
-            buckets = tuple(float(b) for b in buckets)
+            buckets = self.bounds(buckets, f"{key}.buckets")
         since = self.version(body["since"], f"{key}.since")
         removed = self.version(body["removed_in"], f"{key}.removed_in") if "removed_in" in body else None
         hidden = self.version(body["hidden_in"], f"{key}.hidden_in") if "hidden_in" in body else None
@@ -477,7 +490,41 @@ class _Parser:
         if not isinstance(generic, bool):
             raise self.fail(f"{key}.generic", f"expected true or false, got {shorten(generic)}")
         return Metric(name, kind, tuple(labels), since, removed, hidden, unit, buckets,
-                      self.text(body["help"], f"{key}.help"), generic)
+                      self.text(body["help"], f"{key}.help"), generic,
+                      self.labels_since(body.get("labels_since", {}), f"{key}.labels_since", labels, since),
+                      self.buckets_before(body.get("buckets_before", {}), f"{key}.buckets_before", buckets, since))
+
+    def bounds(self, buckets, key: str) -> tuple[float, ...]:
+        if not isinstance(buckets, list) or not buckets or not all(_finite_number(b) for b in buckets):
+            raise self.fail(key, "expected a list of finite numbers")
+        if any(b >= c for b, c in zip(buckets, buckets[1:])):
+            raise self.fail(key, "bounds must be strictly increasing")
+        return tuple(float(b) for b in buckets)
+
+    def labels_since(self, body, key: str, labels: list[str], since: Version) -> tuple[tuple[str, Version], ...]:
+        """Labels the series gained after its `since`: label -> the first version that has it."""
+        if not isinstance(body, dict):
+            raise self.fail(key, "expected a mapping of label to the first version that has it")
+        out = []
+        for label, first in body.items():
+            if label not in labels:
+                raise self.fail(f"{key}.{label}", "not in this metric's labels")
+            version = self.version(first, f"{key}.{label}")
+            if version <= since:
+                raise self.fail(f"{key}.{label}", f"{version} is not after since {since}")
+            out.append((label, version))
+        return tuple(out)
+
+    def buckets_before(self, body, key: str, buckets, since: Version) -> tuple[tuple[Version, tuple[float, ...]], ...]:
+        """Older bound lists: version -> the bounds every version before it (and after the previous key) exports."""
+        if not isinstance(body, dict):
+            raise self.fail(key, "expected a mapping of version to the bounds exported before it")
+        if body and buckets is None:
+            raise self.fail(key, "only a histogram with buckets has older ones")
+        out = sorted((self.version(v, f"{key}.{v}"), self.bounds(b, f"{key}.{v}")) for v, b in body.items())
+        if out and out[0][0] <= since:
+            raise self.fail(f"{key}.{out[0][0]}", f"not after since {since}")
+        return tuple(out)
 
     def signal(self, role, body, metrics: dict[str, Metric], model_label: str | None) -> Signal:
         key = f"signals.{role}"
@@ -518,6 +565,10 @@ class _Parser:
                 values[label] = value
             else:
                 raise self.fail(f"{key}.match.{label}", "a label value is a string (quoted), or a list of them")
-        if model_label is not None and model_label not in metric.labels:
+            added = dict(metric.labels_since).get(label)
+            if added is not None and "" not in (values[label] if isinstance(values[label], tuple) else (values[label],)):
+                raise self.fail(f"{key}.match.{label}", f"{name} has {label} only from {added}: "
+                                f'add "" to the values, or older versions match nothing')
+        if model_label is not None and model_label not in metric.labels_at(metric.since):
             raise self.fail(f"{key}.metric", f"{name} lacks the model label {model_label!r}")
         return Source(metric, tuple(sorted(values.items())), part)

@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
@@ -34,9 +35,35 @@ def test_vllm_renames_are_fallbacks_newest_first():
 def test_sglang_throughput_is_realtime_decode_and_retractions_read_one_rank():
     sglang = load_engine("sglang")
     first = sglang.signal("throughput").sources[0]
-    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode", "tp_rank": "0"}
-    for role in ("preemptions", "retracted_input_tokens", "retracted_output_tokens"):
-        assert dict(sglang.signal(role).sources[0].match) == {"tp_rank": "0"}
+    rank0 = ("0", "")   # tp_rank 0, or a server before 0.4.10 whose series have no tp_rank
+    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode", "tp_rank": rank0}
+    for role in ("preemptions", "retracted_input_tokens", "retracted_output_tokens", "kv_usage", "waiting", "running"):
+        assert dict(sglang.signal(role).sources[0].match) == {"tp_rank": rank0}
+
+
+def test_a_match_on_a_label_older_versions_lack_must_also_match_its_absence(tmp_path):
+    """SGLang's gauges have tp_rank only from 0.4.10: `tp_rank: "0"` alone would read nothing on 0.4.x."""
+    target = tmp_path / "sglang.yaml"
+    text = (CATALOG_DIR / "sglang.yaml").read_text()
+    old = 'sources: [{metric: sglang:token_usage, match: {tp_rank: ["0", ""]}}]'
+    assert old in text
+    target.write_text(text.replace(old, 'sources: [{metric: sglang:token_usage, match: {tp_rank: "0"}}]'))
+    with pytest.raises(LlmdashError, match=r"signals\.kv_usage\.sources\[0\]\.match\.tp_rank: .*only from 0\.4\.10"):
+        load_catalog(target)
+
+
+def test_labels_and_buckets_follow_the_version():
+    sglang, vllm = load_engine("sglang"), load_engine("vllm")
+    usage = sglang.metrics["sglang:token_usage"]
+    assert usage.labels_at(Version("0.4.3")) == ("model_name",)
+    assert usage.labels_at(Version("0.4.9")) == ("model_name", "engine_type")
+    assert usage.labels_at(Version("0.4.10")) == ("model_name", "engine_type", "tp_rank", "pp_rank")
+    ttft = sglang.metrics["sglang:time_to_first_token_seconds"]
+    assert ttft.buckets_at(Version("0.4.1"))[-1] == 30.0 and ttft.buckets_at(Version("0.4.3"))[-1] == 160.0
+    assert ttft.buckets_at(Version("0.4.4"))[:3] == (0.1, 0.3, 0.5) and ttft.buckets_at(Version("0.4.5")) == ttft.buckets
+    tpot = vllm.metrics["vllm:time_per_output_token_seconds"]
+    assert tpot.buckets_at(Version("0.7.3"))[-1] == 2.5 and tpot.buckets_at(Version("0.9.0")) == tpot.buckets
+    assert vllm.metrics["vllm:request_success_total"].labels_at(Version("0.7.3")) == ("model_name", "finished_reason")
 
 
 def test_capabilities_come_from_roles():
@@ -65,6 +92,17 @@ def catalog_copy(tmp_path: Path) -> Path:
     ("  ttft_seconds: 1.0\n", "", "slo_defaults.ttft_seconds"),   # required where a TTFT histogram exists
     ("sources: [{metric: vllm:num_requests_waiting}]", "sources: [{metric: vllm:time_to_first_token_seconds}]",
      "signals.waiting.sources[0]"),
+    ('labels_since: {engine: "0.8.0"}', 'labels_since: {engin: "0.8.0"}',
+     "metrics.vllm:generation_tokens_total.labels_since.engin"),
+    ('labels_since: {engine: "0.8.0"}', 'labels_since: {engine: "0.5.0"}',
+     "metrics.vllm:generation_tokens_total.labels_since.engine"),
+    ('labels_since: {engine: "0.8.0"}', 'labels_since: {model_name: "0.8.0"}',
+     "signals.throughput.sources[0].metric"),
+    # an SLO bound must be a bound of every release's buckets, older lists included
+    ('"0.8.0": [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5',
+     '"0.8.0": [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 2.5',
+     "slo_defaults.ttft_seconds: 1s is not a bucket bound of vllm:time_to_first_token_seconds before 0.8.0"),
+    ('"0.8.0": [0.001, 0.005', '"0.5.0": [0.001, 0.005', "buckets_before.0.5.0"),
 ])
 def test_inconsistent_catalog_is_one_line_naming_file_and_key(catalog_copy, old, new, key):
     text = catalog_copy.read_text()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,9 +31,13 @@ def doctor(*args):
                           capture_output=True, text=True, timeout=120)
 
 
-def scraped_text(engine: str, scenario: str = "kv-collapse", at_s: float = 900.0) -> str:
-    """The engine's /metrics page at `at_s` seconds into the scenario, as `llmdash simulate --serve` serves it."""
+def scraped_text(engine: str, scenario: str = "kv-collapse", at_s: float = 900.0, era: str | None = None) -> str:
+    """The engine's /metrics page at `at_s` seconds into the scenario, as `llmdash simulate --serve` serves it;
+    `era`: a release version every replica exports instead."""
     chosen = build(scenario)
+    if era:
+        chosen = replace(chosen, models=tuple(
+            replace(m, replicas=tuple(replace(r, era=era) for r in m.replicas)) for m in chosen.models))
     insts = instances(chosen, {engine: load_engine(engine)}, seed=1)
     advance(insts, chosen, at_s, chosen.restart_at_s is None)
     for inst in insts:
@@ -90,6 +95,35 @@ def test_the_old_kv_name_alone_still_fills_the_kv_panels_through_the_fallback(tm
     assert found["versions"]["text"].startswith("mixed")  # 0.30+ histograms beside a name gone in 0.11
 
 
+OLD_RELEASE_EMPTY = {
+    # no ITL before 0.4.4, no per-request TPOT before 0.5.22, no retraction counters before 0.5.7
+    "sglang": {"ITL p99", "TPOT p99", "Preemptions/s", "Retracted tokens/s: prompt vs generated",
+               "Latency vs throughput divergence", "Top instances by preemption", "Top instances by ITL p99",
+               "ITL under 0.1s", "Preemption", "Divergence: ITL p99 up, throughput flat"},
+    # no per-request TPOT before 0.11, no preemptions-per-request histogram before 0.30
+    "vllm": {"TPOT p99", "Preemptions per finished request"},
+}
+
+
+@pytest.mark.parametrize("engine, release, versions, absent", [
+    ("sglang", "0.4.1", "0.4.0 to before 0.4.4",      # gauges without engine_type: before 0.4.4
+     "sglang:inter_token_latency_seconds_bucket absent: not exported by sglang 0.4.0 to before 0.4.4 "
+     "(exported from 0.4.4)"),
+    ("vllm", "0.7.3", "0.6.0 to before 0.8.0",        # V0 series without the engine label
+     "vllm:request_time_per_output_token_seconds_bucket absent: not exported by vllm 0.6.0 to before 0.8.0 "
+     "(exported from 0.11.0)"),
+])
+def test_an_old_release_is_dated_by_its_series_and_labels_and_only_its_gaps_are_empty(
+        tmp_path, engine, release, versions, absent):
+    result, body = report(tmp_path, scraped_text(engine, era=release))
+    assert result.returncode == 1, result.stderr
+    (found,) = body["engines"]
+    assert found["versions"]["text"] == versions and found["notes"] == []
+    dashboard = [c for c in found["checks"] if c["kind"] in ("panel", "annotation")]
+    assert {c["title"] for c in dashboard if not c["filled"]} == OLD_RELEASE_EMPTY[engine]
+    assert any(absent in problem for c in dashboard for problem in c["problems"])
+
+
 def test_a_series_missing_on_one_tp_rank_is_named_by_its_label(tmp_path):
     text = "".join(line + "\n" for line in scraped_text("sglang").splitlines() if 'tp_rank="0"' not in line)
     assert 'tp_rank="1"' in text
@@ -97,7 +131,7 @@ def test_a_series_missing_on_one_tp_rank_is_named_by_its_label(tmp_path):
     assert result.returncode == 1
     empty = empty_checks(body, "sglang")
     assert empty["panel Preemptions/s A"] == [
-        'sglang:num_retracted_requests_total has no series with label tp_rank="0" (values present: "1")']
+        'sglang:num_retracted_requests_total has no series with label tp_rank=~"0|" (values present: "1")']
     assert "alert LLMServingPreemptionsHigh" in empty
     assert "panel ITL p99 A" not in empty   # the latency histograms carry no tp_rank
 

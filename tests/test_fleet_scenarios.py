@@ -6,10 +6,12 @@ import io
 import re
 
 import pytest
+from packaging.version import Version
 
 from llmdash.engines.catalog import load_engine
-from llmdash.lab.exposition import NEW, OLD, era_names, live_text
+from llmdash.lab.exposition import EMITTERS, NEW, OLD, Registry, era_names, live_text, version_names
 from llmdash.lab.scenarios import PRIMARY, Traffic, build, first_preemption, instances, write_openmetrics
+from llmdash.lab.simulator import EngineState
 
 SAMPLE = re.compile(r'^(?P<name>[^{\s]+)\{(?P<labels>.*)\} (?P<value>\S+) (?P<ts>\S+)$')
 LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -199,10 +201,32 @@ def test_era_names_follow_the_catalog_sources():
     assert era_names(vllm, NEW) == {}
     assert era_names(vllm, OLD) == {"vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
                                     "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc"}
-    # SGLang's realtime counter has other labels than its fallback: it is simply not exported
-    assert era_names(load_engine("sglang"), OLD) == {"sglang:realtime_tokens_total": None}
+    # SGLang's realtime and request counters have another type or labels than their fallbacks: not exported
+    assert era_names(load_engine("sglang"), OLD) == {"sglang:realtime_tokens_total": None,
+                                                     "sglang:num_requests_total": None}
     with pytest.raises(ValueError, match="unknown metric-name era"):
         era_names(vllm, "ancient")
+
+
+def test_a_release_era_exports_what_the_catalog_gives_that_release():
+    vllm, sglang = load_engine("vllm"), load_engine("sglang")
+    assert version_names(vllm, Version("0.7.3")) == {
+        "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
+        "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
+        "vllm:request_time_per_output_token_seconds": None, "vllm:request_num_preemptions": None}
+    assert version_names(vllm, Version("0.33.0")) == {"vllm:time_per_output_token_seconds": None,
+                                                      "vllm:gpu_cache_usage_perc": None}
+    emitter = EMITTERS["sglang"](sglang, "m1", lambda: EngineState(running=3, waiting=2, kv_used_blocks=10,
+                                                                     kv_blocks=100), "0.4.3")
+    emitter.scrape(0.0)
+    lines = [line for line in emitter.render() if not line.startswith("#")]
+    assert "sglang:num_queue_reqs{model_name=\"m1\"} 2" in lines      # no engine_type, no tp_rank
+    assert not any(line.startswith(("sglang:num_retracted", "sglang:realtime", "sglang:inter_token"))
+                   for line in lines)
+    ttft = sorted({line.split('le="')[1].split('"')[0] for line in lines if "time_to_first_token_seconds_bucket" in line})
+    assert "160.0" in ttft and "1.0" in ttft and "400.0" not in ttft   # 0.4.2-0.4.3 bounds
+    with pytest.raises(ValueError, match="unknown metric-name era"):
+        Registry(vllm, {}, "ancient")
 
 
 def test_live_endpoint_of_a_fleet_tells_replicas_apart():

@@ -1,8 +1,8 @@
 """Will each panel, annotation and rule have data on these series, and if not, why?
 
 The engine is recognised by which catalog series are present, and the versions consistent
-with them follow from each metric's since/removed_in/hidden_in. Then every expression the
-build generates for that engine is parsed and walked: a selector has data when some series
+with them follow from each metric's since/removed_in/hidden_in and from the labels the series
+carry (labels_since). Then every expression the build generates for that engine is parsed and walked: a selector has data when some series
 of its name satisfies all its matchers; `a or b` has data when either side has; `a unless b`
 when `a` has; any other operator or function needs all of its operands. A recorded series or
 ALERTS has data when one of the rules that produce it has. Values are never evaluated: a
@@ -99,11 +99,26 @@ def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection
         present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.scraped_series)]
         if not any(not m.generic for m in present):
             continue
+        sinces = [m.since for m in present]
         untils = [m.exposed_until for m in present if m.exposed_until is not None]
+        for metric in present:
+            labelled, unlabelled = _label_evidence(metric, inventory)
+            sinces += labelled
+            untils += unlabelled
         found.append(Detection(spec, [m.name for m in present],
                                [name for name in spec.metrics if spec.metrics[name] not in present],
-                               max(m.since for m in present), min(untils) if untils else None))
+                               max(sinces), min(untils) if untils else None))
     return found
+
+
+def _label_evidence(metric: Metric, inventory: Inventory) -> tuple[list[Version], list[Version]]:
+    """Versions a present series' labels imply: a label the catalog says arrived in version V, carried
+    by some series, means V or later; carried by none, before V (SGLang's gauges gained tp_rank in 0.4.10)."""
+    series = [labels for name in metric.scraped_series for labels in inventory.series.get(name, [])]
+    since, until = [], []
+    for label, first in metric.labels_since:
+        (since if any(label in labels for labels in series) else until).append(first)
+    return since, until
 
 
 class _Walker:

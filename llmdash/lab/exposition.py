@@ -2,7 +2,9 @@
 
 Every series an engine's catalog lists for its newest supported version is emitted with
 that catalog's name, labels and buckets (the `new` name era; the `old` era exports, for every
-signal with renamed sources, its oldest source instead: see `era_names`), and with the engine's own update semantics
+signal with renamed sources, its oldest source instead: see `era_names`; an era that is a release
+version, such as "0.4.3", exports exactly the series, labels and bucket bounds the catalog gives that
+release: see `version_names`), and with the engine's own update semantics
 (engines.md): vLLM counts tokens every step and observes ITL once per request per step;
 SGLang's realtime counter moves per log tick, its generation counter at request finish,
 its ITL observer divides an interval by the tokens it carried, and its retraction
@@ -23,11 +25,13 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable
 
+from packaging.version import InvalidVersion, Version
+
 from llmdash.engines.catalog import EngineSpec, Metric
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
 NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source
-ERAS = (NEW, OLD)
+ERAS = (NEW, OLD)         # ... or a release version ("0.4.3"): what the catalog says that release exports
 SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
 FINISH_REASONS = {
     "vllm": ("stop", "length", "abort", "error", "repetition"),
@@ -106,6 +110,34 @@ def era_names(spec: EngineSpec, era: str) -> dict[str, str | None]:
     return names
 
 
+def version_names(spec: EngineSpec, version: Version) -> dict[str, str | None]:
+    """Emitted name -> the name `version` exports it under, None when that release does not export it.
+
+    A source the release does not export gives way to the next fallback of its signal that the release
+    does export, when that one has the same type and labels (the same series under an older name);
+    otherwise it is absent, as in the `old` era.
+    """
+    names: dict[str, str | None] = {}
+    for signal in spec.signals.values():
+        for i, source in enumerate(signal.sources):
+            if source.metric.exposed_in(version, version):
+                continue
+            fallback = next((s.metric for s in signal.sources[i + 1:] if s.metric.exposed_in(version, version)), None)
+            same = fallback is not None and (source.metric.type, source.metric.labels) == (fallback.type, fallback.labels)
+            names[source.metric.name] = fallback.name if same else None
+    return names
+
+
+def era_version(spec: EngineSpec, era: str) -> Version:
+    """The release whose labels and bucket bounds an era exports: the newest for the name eras."""
+    if era in ERAS:
+        return spec.supported_to
+    try:
+        return Version(era)
+    except InvalidVersion:
+        raise ValueError(f"unknown metric-name era {era!r} (known: {', '.join(ERAS)}, or a release version)") from None
+
+
 class Registry:
     """The series of one engine process; labels are checked against the catalog."""
 
@@ -113,9 +145,9 @@ class Registry:
         self.spec = spec
         self.constant = constant
         self.series: list[_Series] = []
-        newest = spec.supported_to
-        self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(newest, newest)}
-        self.renamed = era_names(spec, era)
+        self.version = era_version(spec, era)
+        self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(self.version, self.version)}
+        self.renamed = era_names(spec, era) if era in ERAS else version_names(spec, self.version)
 
     def _exported(self, name: str) -> Metric | None:
         """The catalog metric `name` is exported as in this registry's era (None: not exported).
@@ -129,17 +161,18 @@ class Registry:
         if name in self.renamed:
             target = self.renamed[name]
             return self.spec.metrics[target] if target else None
-        return self.metrics[name]
+        return self.metrics.get(name)
 
     def _add(self, name: str, labels: dict[str, str], cell):
         metric = self._exported(name)
         if metric is None:
             return cell             # still counted by the emitter, never rendered
         values = {**self.constant, **labels}
-        missing = [label for label in metric.labels if label not in values]
+        exported = metric.labels_at(self.version)
+        missing = [label for label in exported if label not in values]
         if missing:
             raise ValueError(f"{name}: no value for labels {missing}")
-        self.series.append(_Series(metric, _labels({k: values[k] for k in metric.labels}), cell))
+        self.series.append(_Series(metric, _labels({k: values[k] for k in exported}), cell))
         return cell
 
     def cell(self, name: str, **labels: str) -> Cell:
@@ -148,7 +181,8 @@ class Registry:
     def histogram(self, name: str, bounds: tuple[float, ...] | None = None, **labels: str) -> Histogram:
         """`bounds` for a histogram whose buckets the deployment sets (the catalog then lists none)."""
         metric = self._exported(name) or self.spec.metrics.get(name)
-        return self._add(name, labels, Histogram(bounds or (metric.buckets if metric and metric.buckets else ())))
+        buckets = metric.buckets_at(self.version) if metric else None
+        return self._add(name, labels, Histogram(bounds or buckets or ()))
 
     def render(self, extra: str, timestamp: float | None, declared: set[str] | None = None) -> list[str]:
         """Sample lines; `extra` holds scrape labels (job, instance) for backfill.
@@ -326,6 +360,7 @@ class SglangMetrics(EngineMetrics):
         self.generation = r.cell("sglang:generation_tokens_total")
         self.finished = r.cell("sglang:num_requests_total")
         self.ttft = r.histogram("sglang:time_to_first_token_seconds")
+        self.e2e = r.histogram("sglang:e2e_request_latency_seconds")
         self.itl = r.histogram("sglang:inter_token_latency_seconds")
         self.tpot = r.histogram("sglang:request_time_per_output_token_seconds")
         ranks = [str(rank) for rank in range(SGLANG_TP_SIZE)]
@@ -365,6 +400,7 @@ class SglangMetrics(EngineMetrics):
     def on_finish(self, req, now):
         self.generation.value += req.out                 # at finish: bursty, lags real time
         self.finished.value += 1
+        self.e2e.observe(now - req.arrival)              # in the same call as the request counter
         if req.out > 1:
             self.tpot.observe((req.last_token - req.first_token) / (req.out - 1))
 

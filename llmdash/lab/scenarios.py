@@ -19,7 +19,8 @@ A second model with steady traffic runs beside the first in ``steady`` and
 Fleet scenarios serve a model from several replicas (:class:`Replica`): each its own engine
 process with its own instance label, optional ``cluster``/``namespace`` labels, share of the
 model's load (or its own load), ServingConfig (which may change at the onset) and metric-name
-era (``new``: the catalog's newest names; ``old``: each signal's oldest source):
+era (``new``: the catalog's newest names; ``old``: each signal's oldest source; a release version such
+as ``"0.4.3"``: what the catalog says that release exports):
 
 - ``one-bad-replica``: 20 replicas; at the onset one replica's KV budget shrinks and it thrashes
   (20 minutes before and after the onset only: no divergence baseline needed, 20 simulations);
@@ -58,7 +59,7 @@ class Replica:
     load: Callable[[float], Load] | None = None   # its own offered load instead of a share
     config: ServingConfig | None = None     # its own capacity and speed (default: the scenario's)
     change: tuple[float, ServingConfig] | None = None  # (scenario time, config it runs on from then)
-    era: str = NEW                          # metric names: NEW or OLD (see exposition.era_names)
+    era: str = NEW                          # NEW, OLD (see exposition.era_names) or a release version, "0.4.3"
     cluster: str = ""
     namespace: str = ""
 
