@@ -15,7 +15,7 @@ LATENCY_ROLES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT"}
 
 def _source(spec: EngineSpec, source: Source) -> str:
     """`series{label="value"}`, with the versions it covers when not all of the engine's."""
-    matchers = source.match_text
+    matchers = source.match_text.replace("|", "\\|")  # a bare | would split the markdown table's cell
     text = f"`{source.series}{{{matchers}}}`" if matchers else f"`{source.series}`"
     metric = source.metric
     if metric.exposed_until is not None:

@@ -1,5 +1,6 @@
 """`llmdash engines` prints the engine table, and the README shows exactly that table."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,3 +29,9 @@ def test_engines_prints_versions_and_the_series_behind_each_signal():
 
 def test_readme_shows_what_llmdash_engines_prints():
     assert engines_output().strip() in (ROOT / "README.md").read_text()
+
+
+def test_every_row_has_four_cells_even_with_regex_matchers():
+    """A `|` inside a matcher (SGLang's tp_rank=~"0|") must be escaped, or the table gains a column."""
+    for line in engines_output().splitlines():
+        assert len(re.split(r"(?<!\\)\|", line)) == 6, line
