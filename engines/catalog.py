@@ -337,7 +337,7 @@ class _Parser:
         return tuple(self.log_pattern(name, entry) for name, entry in body.items())
 
     def log_pattern(self, name, body) -> LogPattern:
-        key = f"logs.{shorten(name)}"
+        key = f"logs.{name[:80] if isinstance(name, str) else shorten(name)}"
         if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
             raise self.fail(key, "a pattern name is lower-case letters, digits and '-'")
         body = self.mapping(body, key, ("prefix", "message", "count", "since", "source", "example"), ("until", "note"))

@@ -35,13 +35,15 @@ def mtail_program(spec: EngineSpec) -> str | None:
     lines += [
         f"counter {LOG_PREEMPTIONS} by {ENGINE_LABEL}",
         "",
-        "# Any line creates the series at 0, so the first preemption is a rise Prometheus can see.",
-        "/^/ {",
+        "# A line with a log prefix the patterns below accept creates the series at 0, so that the first",
+        "# preemption is a rise Prometheus can see.",
+        f"/{_escaped(_any_prefix(spec))}/ {{",
         f"  {counter} += 0",
         "}",
     ]
     for pattern in spec.log_patterns:
-        lines += ["", *_comment(pattern), f"/{_mtail_regex(pattern)}/ {{", f"  {counter} {ACTIONS[pattern.count]}", "}"]
+        lines += ["", *_comment(pattern), f"/{_escaped(pattern.regex)}/ {{", f"  {counter} {ACTIONS[pattern.count]}",
+                  "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -52,6 +54,12 @@ def _comment(pattern: LogPattern) -> list[str]:
     return text
 
 
-def _mtail_regex(pattern: LogPattern) -> str:
-    """The pattern as an mtail regex literal's body: `/` is its delimiter, so it is escaped."""
-    return pattern.regex.replace("/", "\\/")
+def _any_prefix(spec: EngineSpec) -> str:
+    """A regex of the log-record prefixes the engine's patterns accept."""
+    prefixes = list(dict.fromkeys(pattern.prefix for pattern in spec.log_patterns))
+    return f"^{prefixes[0]}" if len(prefixes) == 1 else "^(?:" + "|".join(prefixes) + ")"
+
+
+def _escaped(regex: str) -> str:
+    """`regex` as the body of an mtail regex literal, whose delimiter `/` must be escaped."""
+    return regex.replace("/", "\\/")

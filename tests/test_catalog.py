@@ -64,6 +64,11 @@ def catalog_copy(tmp_path: Path) -> Path:
     ("  ttft_seconds: 1.0\n", "  ttft_seconds: 1.1\n", "slo_defaults.ttft_seconds"),
     ("sources: [{metric: vllm:num_requests_waiting}]", "sources: [{metric: vllm:time_to_first_token_seconds}]",
      "signals.waiting.sources[0]"),
+    ("count: cumulative", "count: sum", "logs.v0-preempted.count"),
+    ("count: cumulative", "count: line", "logs.v0-preempted.message"),          # a number it would ignore
+    ("total_num_cumulative_preemption=(?P<n>", "total_num_cumulative_preemption=((?P<n>", "logs.v0-preempted"),
+    ("total_num_cumulative_preemption=51", "total_num_cumulative_preemption=fifty", "logs.v0-preempted.example"),
+    ('until: "0.9.0"', 'until: "0.5.0"', "logs.v0-preempted.until"),
 ])
 def test_inconsistent_catalog_is_one_line_naming_file_and_key(catalog_copy, old, new, key):
     text = catalog_copy.read_text()
