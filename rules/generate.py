@@ -268,10 +268,10 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
     p = config.preemption
     logs = sig.logs
     instance = "{{ $labels." + config.fleet.instance_label + " }}"
-    expr = f"{logs.preemptions(logs.instance_group, p.short_window)} >= {p.min_events:g}"
+    join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
+    expr = f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} >= {p.min_events:g}"
     silenced = ""
     if sig.spec.has("preemptions"):
-        join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
         expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
         silenced = (f" It stays silent where a series with the same {', '.join(join) or 'fleet'} labels exports "
                     f"{', '.join(f'`{s.series}`' for s in sig.sources('preemptions'))}: there "

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llmdash.build import build_dashboards, build_rule_files, mtail_files
 from llmdash.config import Config, Logs, load_config
@@ -18,7 +20,7 @@ from llmdash.lab import mtail
 from llmdash.lab.logs import sglang_log
 from llmdash.lab.promserver import find_binary
 from llmdash.lab.scenarios import Traffic, build
-from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, alert_names
+from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, alert_names, render_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 ENABLED = Config(logs=Logs(enabled=True))
@@ -161,7 +163,7 @@ def test_log_selectors_replace_the_top_level_ones_for_mtail_series():
     rule = next(r for g in build_rule_files(config)["sglang"]["groups"] for r in g["rules"]
                 if r.get("alert") == LOG_PREEMPTIONS_HIGH)
     assert rule["expr"] == (
-        '(sum by (cluster, namespace, instance) (increase(llmdash_log_preemptions_total{llm_engine="sglang", '
+        '(sum by (cluster, namespace, instance, pod) (increase(llmdash_log_preemptions_total{llm_engine="sglang", '
         'job="mtail", cluster="eu"}[2m])) >= 2) unless on (cluster, namespace, pod) group by (cluster, namespace, '
         'pod) (sglang:num_retracted_requests_total{tp_rank="0", cluster="eu", job="sglang"})')
 
@@ -177,3 +179,40 @@ def test_bad_logs_settings_are_one_line_errors(tmp_path, text, message):
     with pytest.raises(LlmdashError) as error:
         load_config(path)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def _series(labels: dict[str, str], values: str) -> dict:
+    return {"series": "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
+
+
+@pytest.mark.parametrize("replica_labels, pages", [
+    (("pod",), ["a"]),     # joined per pod: only the replica without the metric pages
+    ((), []),              # default, per fleet group: pod b exports the metric, so the namespace is silent
+])
+def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(tmp_path, replica_labels, pages):
+    """Pods a and b log a collapse; b's engine (0.5.7+) also exports its retraction counter and pages
+    through LLMServingPreemptionsHigh. Pod c retracts once every ten minutes, pod d never."""
+    promtool = find_binary("promtool")
+    config = dataclasses.replace(Config(), logs=Logs(enabled=True, replica_labels=replica_labels))
+    rules = tmp_path / "sglang.rules.yaml"
+    rules.write_text(render_rules(build_rule_files(config)["sglang"]))
+    mtail_of = lambda pod: {"__name__": "llmdash_log_preemptions_total", "llm_engine": "sglang",  # noqa: E731
+                            "namespace": "llm", "pod": pod, "instance": f"{pod}:3903", "job": "mtail"}
+    collapse = "0x10 5+5x10 55x10"
+    inputs = [_series(mtail_of("a"), collapse), _series(mtail_of("b"), collapse),
+              _series(mtail_of("c"), "0x9 1x10 2x10"), _series(mtail_of("d"), "0x30"),
+              _series({"__name__": "sglang:num_retracted_requests_total", "tp_rank": "0", "namespace": "llm",
+                       "pod": "b", "instance": "b:30000", "model_name": "m"}, collapse)]
+    expected = [{"labels": f'ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", alertstate="firing", instance="{pod}:3903", '
+                           f'llm_engine="sglang", namespace="llm", {"pod=" + chr(34) + pod + chr(34) + ", " if replica_labels else ""}'
+                           f'severity="critical"}}', "value": 1} for pod in pages]
+    checks = [{"expr": f'ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}', "eval_time": "15m",
+               "exp_samples": expected},
+              {"expr": f'count_over_time(ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", pod=~"c|d"}}[30m])',
+               "eval_time": "30m", "exp_samples": []}]
+    test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": checks}]}
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
