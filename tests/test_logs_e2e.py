@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,15 +23,15 @@ from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.logs import sglang_log
-from llmdash.lab.mtail import INSTALL_HINT, MtailServer
-from llmdash.lab.promserver import PrometheusServer, find_binary
+from llmdash.lab.mtail import INSTALL_HINT as MTAIL_HINT, MtailServer
+from llmdash.lab.promserver import INSTALL_HINT as PROMETHEUS_HINT, PrometheusServer, find_binary
 from llmdash.lab.scenarios import Traffic, build
 from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, build_rules, render_rules
 
 pytestmark = pytest.mark.e2e
 
 SCALE = 60.0                      # scenario seconds per real second
-TRAFFIC = Traffic(steady_min=4, after_min=12, ramp_min=4, second_model=False)   # 16 scenario minutes
+TRAFFIC = Traffic(steady_min=4, after_min=10, ramp_min=4, second_model=False)   # 14 scenario minutes
 CASES = {                         # namespace -> (scenario, SGLang log form)
     "collapse-0-4": ("kv-collapse", "0.4"),     # "Decode out of memory happened." (0.4.0-0.4.6)
     "collapse-0-5": ("kv-collapse", "0.5"),     # "KV cache pool is full. Retract requests." (0.4.7+)
@@ -59,9 +58,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    for binary, hint in (("mtail", INSTALL_HINT), ("prometheus", None)):
+    for binary, hint in (("mtail", MTAIL_HINT), ("prometheus", PROMETHEUS_HINT)):
         try:
-            find_binary(binary, *(hint,) if hint else ())
+            find_binary(binary, hint)
         except LlmdashError as exc:
             pytest.fail(f"the log end-to-end tests need Debian's {binary}: {exc}", pytrace=False)
     root = tmp_path_factory.mktemp("logs-e2e")
@@ -102,11 +101,12 @@ def run(tmp_path_factory):
             time.sleep(0.05)
         for handle in handles.values():
             handle.close()
-        time.sleep(3)                # the last lines read, scraped and evaluated
         tp0 = {case: [(line.at, int(m[1])) for line in lines if " TP0]" in line.text
                       and (m := re.search(r"#retracted_reqs: (\d+)", line.text))] for case, lines in logs.items()}
-        yield Run(server, start, time.time(), {c: start + v[0][0] / SCALE for c, v in tp0.items() if v},
-                  {c: sum(n for _, n in v) for c, v in tp0.items()})
+        retracted = {c: sum(n for _, n in v) for c, v in tp0.items()}
+        _wait_for_counts(server, retracted)   # the last lines read by mtail and scraped
+        time.sleep(1)                         # and the rules evaluated once more
+        yield Run(server, start, time.time(), {c: start + v[0][0] / SCALE for c, v in tp0.items() if v}, retracted)
     finally:
         if server is not None:
             server.stop()
@@ -121,6 +121,17 @@ def _wait_for_targets(server: PrometheusServer, count: int, timeout_s: float = 1
             return
         time.sleep(0.1)
     raise AssertionError(f"Prometheus did not scrape the {count} mtail targets within {timeout_s:g}s")
+
+
+def _wait_for_counts(server: PrometheusServer, expected: dict[str, int], timeout_s: float = 10.0) -> None:
+    """Until Prometheus holds counts for every case (the test asserts their values), or the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = {s["metric"]["namespace"]: float(s["value"][1])
+               for s in server.query("llmdash_log_preemptions_total", time.time())}
+        if got == {case: float(n) for case, n in expected.items()}:
+            return
+        time.sleep(0.2)
 
 
 def _firing(run: Run) -> dict[str, float]:
