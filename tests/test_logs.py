@@ -192,7 +192,10 @@ def _series(labels: dict[str, str], values: str) -> dict:
 def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(tmp_path, replica_labels, pages):
     """Pods a and b log a collapse; b's engine (0.5.7+) also exports its retraction counter and pages
     through LLMServingPreemptionsHigh. Pod c retracts once every ten minutes, pod d never."""
-    promtool = find_binary("promtool")
+    try:
+        promtool = find_binary("promtool")
+    except LlmdashError as exc:
+        pytest.fail(f"the rule tests need promtool (Debian's prometheus package): {exc}", pytrace=False)
     config = dataclasses.replace(Config(), logs=Logs(enabled=True, replica_labels=replica_labels))
     rules = tmp_path / "sglang.rules.yaml"
     rules.write_text(render_rules(build_rule_files(config)["sglang"]))
