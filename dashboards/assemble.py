@@ -17,7 +17,8 @@ from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import ENGINE_LABEL, INFO, Signals, fixed_selectors
-from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, alert_names, runbook_url
+from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, LOG_PREEMPTIONS_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH, alert_names,
+                                    runbook_url)
 
 RATE_INTERVAL = "$__rate_interval"
 FLEET_TAG = "llmdash-fleet"
@@ -33,7 +34,7 @@ ROWS = [
     ("Throughput vs latency", "Is latency rising while throughput holds?", [
         library.throughput_chart, library.token_latency_chart, ttft_chart]),
     ("Preemption", "Is the KV cache evicting running requests?", [
-        library.preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
+        library.preemption_chart, library.log_preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
         library.kv_usage_chart, library.divergence_chart]),
     ("Instances", "Which replica is it?", [library.top_instances_by_preemption, library.top_instances_by_latency]),
     ("ITL vs TPOT", "Are stalls hitting individual tokens or whole requests?", [
@@ -47,6 +48,7 @@ ROWS = [
 # Panel function -> the alert that pages on what the panel shows; the panel links to its runbook.
 WATCHED_BY = {
     library.preemption_tile: PREEMPTIONS_HIGH, library.preemption_chart: PREEMPTIONS_HIGH,
+    library.log_preemption_chart: LOG_PREEMPTIONS_HIGH,
     library.divergence_chart: DIVERGENCE,
     ttft_tile: TTFT_HIGH, ttft_chart: TTFT_HIGH,
     library.token_latency_tile: ITL_HIGH, library.token_latency_chart: ITL_HIGH,
@@ -194,6 +196,11 @@ def annotations(sig: Signals, config) -> list[dict]:
         entries.append(annotation(
             "Preemption", sig.preemption_active(), "rgba(255, 152, 48, 1)", f"Preemption {model}", step,
             sig.spec.model_label))
+    if config.logs.enabled and sig.spec.log_patterns:
+        groups = " ".join("{{" + label + "}}" for label in config.fleet.group_by)
+        entries.append(annotation(
+            "Preemption (logs)", sig.logs.preemption_active(), "rgba(255, 120, 10, 1)",
+            f"Preemption in the {sig.spec.title} log {groups}".strip(), step, ",".join(config.fleet.group_by)))
     latency = INFO[sig.latency_role].title
     firing = promql.selector("ALERTS", (Matcher("alertname", "=~", "LLMServing.*"), Matcher("alertstate", "=", "firing"),
                                         Matcher(ENGINE_LABEL, "=", sig.spec.id),

@@ -18,6 +18,7 @@ import promql_parser as pp
 
 from llmdash.dashboards.schema import schema_problems
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
+from llmdash.panels.signals import LOG_PREEMPTIONS
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}
@@ -207,6 +208,10 @@ def _visit(node, spec: EngineSpec | None, gauges: Callable[[str], bool], in_rang
             return
         if spec is None:
             problems.append(f"series {node.name!r} is not recorded by llmdash's rules")
+            return
+        if node.name == LOG_PREEMPTIONS and spec.log_patterns:  # the counter the engine's mtail program writes
+            if not in_range_function:
+                problems.append(f"counter {node.name!r} is used outside rate()/increase()")
             return
         metric, kind = _series_kind(node.name, spec)
         if metric is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -71,6 +72,9 @@ ROLES = {
 REQUIRED_ROLES = ("throughput", "requests", "waiting", "running")
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).
 DECLARED_ROLES = ("kv_usage", "preemptions")
+# How a log line adds to the preemption count: the number it captures (`n`), the cumulative total it
+# carries (`n`, copied), or one per line.
+LOG_COUNTS = ("capture", "cumulative", "line")
 UNITS = ("seconds", "milliseconds", "ratio", "tokens", "preemptions", None)
 
 
@@ -151,6 +155,29 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class LogPattern:
+    """One log line that reports preemption, as the engine prints it in the versions [since, until)."""
+
+    name: str
+    prefix: str      # regex of the log record's prefix, accepting only the rank that speaks for the server
+    message: str     # regex of the message; `(?P<n>...)` holds the number for capture/cumulative
+    count: str       # one of LOG_COUNTS
+    since: Version
+    until: Version | None
+    source: str      # where the line is printed: file, version, line
+    example: str     # a real line it counts (checked at load)
+    note: str = ""
+
+    @property
+    def regex(self) -> str:
+        return f"^{self.prefix}{self.message}"
+
+    @property
+    def versions(self) -> str:
+        return f"{self.since}+" if self.until is None else f"{self.since} to before {self.until}"
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     id: str
     title: str
@@ -162,6 +189,7 @@ class EngineSpec:
     metrics: dict[str, Metric]
     signals: dict[str, Signal]
     path: Path = field(compare=False)
+    log_patterns: tuple[LogPattern, ...] = ()
     model_label_from_scrape: bool = False  # the engine exports no model label; a scrape relabel adds it
     selectors: tuple[tuple[str, str], ...] = ()  # default label matchers where names alone are ambiguous
     releases: str = ""  # the variant's own releases, where its versions are counted in its base's
@@ -325,7 +353,7 @@ class _Parser:
         if isinstance(data, dict) and "derive" in data:
             data, variant = self.derived(data)
         data = self.mapping(data, "", ("engine", "title", "exporter", "model_label", "supported", "slo_defaults",
-                                       "metrics", "signals"), ("model_label_from_scrape", "selectors"))
+                                       "metrics", "signals"), ("model_label_from_scrape", "selectors", "logs"))
         engine = self.text(data["engine"], "engine")
         if engine != self.path.stem:
             raise self.fail("engine", f"{shorten(engine)} does not match the file name {self.path.stem!r}")
@@ -365,7 +393,8 @@ class _Parser:
             raise self.fail("signals", "no latency histogram (itl, tpot or ttft)")
         slo = self.slo_defaults(data["slo_defaults"], signals)
         return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last, slo,
-                          metrics, signals, self.path, from_scrape, tuple(sorted(selectors.items())), **variant)
+                          metrics, signals, self.path, log_patterns=self.log_patterns(data.get("logs")),
+                          model_label_from_scrape=from_scrape, selectors=tuple(sorted(selectors.items())), **variant)
 
     def label_values(self, body, key: str) -> dict[str, str]:
         if not isinstance(body, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in body.items()):
@@ -435,6 +464,43 @@ class _Parser:
         variant = {"releases": self.text(data["releases"], "releases"), "base": base_id,
                    "renames": tuple((n, tuple(names(n))) for n in kept)}
         return catalog, variant
+
+    def log_patterns(self, body) -> tuple[LogPattern, ...]:
+        """The optional `logs:` section: mapping of name -> the log line that reports preemption."""
+        if body is None:
+            return ()
+        if not isinstance(body, dict) or not body:
+            raise self.fail("logs", "expected a non-empty mapping of pattern name to log line")
+        return tuple(self.log_pattern(name, entry) for name, entry in body.items())
+
+    def log_pattern(self, name, body) -> LogPattern:
+        key = f"logs.{name[:80] if isinstance(name, str) else shorten(name)}"
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+            raise self.fail(key, "a pattern name is lower-case letters, digits and '-'")
+        body = self.mapping(body, key, ("prefix", "message", "count", "since", "source", "example"), ("until", "note"))
+        count = body["count"]
+        if count not in LOG_COUNTS:
+            raise self.fail(f"{key}.count", f"expected one of {', '.join(LOG_COUNTS)}, got {shorten(count)}")
+        prefix, message = self.text(body["prefix"], f"{key}.prefix"), self.text(body["message"], f"{key}.message")
+        try:
+            compiled = re.compile(f"^{prefix}{message}")
+        except re.error as exc:
+            raise self.fail(key, f"not a regular expression: {exc}") from None
+        wants_number = count != "line"
+        if wants_number != ("n" in compiled.groupindex):
+            raise self.fail(f"{key}.message", "a (?P<n>...) group is required for count capture/cumulative "
+                                              "and not allowed for count line")
+        since = self.version(body["since"], f"{key}.since")
+        until = self.version(body["until"], f"{key}.until") if "until" in body else None
+        if until is not None and until <= since:
+            raise self.fail(f"{key}.until", f"{until} is not after since {since}")
+        example = self.text(body["example"], f"{key}.example")
+        found = compiled.search(example)
+        if not found or (wants_number and not found.group("n").isdigit()):
+            raise self.fail(f"{key}.example", "the pattern does not count this line")
+        note = body.get("note", "")
+        return LogPattern(name, prefix, message, count, since, until, self.text(body["source"], f"{key}.source"),
+                          example, self.text(note, f"{key}.note") if note else "")
 
     def slo_defaults(self, body, signals: dict[str, Signal]) -> dict[str, float]:
         """Default SLO targets in seconds; each must be a bound of the histogram it is read from. A TTFT

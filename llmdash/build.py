@@ -14,6 +14,7 @@ from llmdash.dashboards.assemble import build_dashboard
 from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
 from llmdash.dashboards.fleet import FLEET, build_fleet_dashboard
+from llmdash.rules.mtail import mtail_program
 from llmdash.rules.generate import (build_rules, inhibit_rules, recorded_series, render_inhibit_rules, render_rules,
                                     split_rules)
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
@@ -23,8 +24,8 @@ from llmdash.errors import EXIT_DRIFT, LlmdashError
 DEFAULT_OUT = Path("generated")
 # Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
 MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml", "mixin": ".yaml",
-           "mixin/dashboards_out": ".json"}
-PARTS = ("dashboards", "rules", "mixin")
+           "mixin/dashboards_out": ".json", "mtail": ".mtail"}
+PARTS = ("dashboards", "rules", "mixin", "mtail")
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
 
@@ -79,7 +80,16 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
     if "mixin" in parts:
         files |= mixin_files(dashboards, rules)
+    if "mtail" in parts:
+        files |= mtail_files(config)
     return files
+
+
+def mtail_files(config: Config) -> dict[str, str]:
+    """`mtail/<engine>.mtail` for every engine built whose catalog lists preemption log lines. Written
+    whether or not `logs.enabled` is set: the program is what a user runs before turning the panels on."""
+    programs = {engine: mtail_program(load_engine(engine)) for engine in config.engine_ids}
+    return {f"mtail/{engine}.mtail": text for engine, text in programs.items() if text}
 
 
 def mixin_files(dashboards: dict[str, str], rules: dict[str, dict]) -> dict[str, str]:

@@ -116,6 +116,21 @@ class Fleet:
 
 
 @dataclass(frozen=True)
+class Logs:
+    """Preemption counted from engine logs by mtail (`generated/mtail/<engine>.mtail`). `enabled` adds the
+    log counter's annotation, panel and page to engines whose catalog lists preemption log lines.
+    mtail is its own scrape target: `selectors` replaces, label by label, the top-level selectors for
+    its series (e.g. `{job: mtail}`); `replica_labels` are labels an engine's series and its mtail's
+    series share per replica (e.g. `pod` on Kubernetes), so the log page stays silent exactly where
+    the engine exports a preemption metric itself (without them, wherever one replica of the fleet
+    group does)."""
+
+    enabled: bool = False
+    selectors: dict[str, str] = field(default_factory=dict)
+    replica_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Rules:
     """Prometheus rule files: evaluation interval, how long latency must stay high."""
 
@@ -182,6 +197,7 @@ class Config:
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
     fleet: Fleet = Fleet()
+    logs: Logs = Logs()
     rules: Rules = Rules()
     alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
@@ -330,6 +346,12 @@ def _check(config: Config, path: Path) -> None:
     for name in ("paused_share", "paused_confirm_share"):
         if getattr(p, name) > 1:
             bad(f"preemption.{name}", "is a share of time, 0-1")
+    for label in list(config.logs.selectors) + list(config.logs.replica_labels):
+        if not LABEL_NAME.match(label) or label.startswith("__"):
+            bad("logs", f"{shorten(label)} is not a label name")
+    if config.fleet.instance_label in config.logs.replica_labels:
+        bad("logs.replica_labels", f"{config.fleet.instance_label!r} differs between an engine and its mtail "
+                                   "(each is its own scrape target)")
     for label in config.fleet.group_by + (config.fleet.instance_label,):
         if not LABEL_NAME.match(label) or label.startswith("__") or label == "le":
             bad("fleet", f"{label!r} is not a label name to group by")

@@ -185,6 +185,21 @@ def preemption_chart(sig: Signals, config):
         [(sig.preemption_rate(), _model_legend(sig))], "short", steps)
 
 
+def log_preemption_chart(sig: Signals, config):
+    """With `logs.enabled`, the preemptions mtail counts in the engine's log, beside the metric's panel."""
+    if not (config.logs.enabled and sig.spec.log_patterns):
+        return None
+    lines = "; ".join(f"{p.name} ({p.versions})" for p in sig.spec.log_patterns)
+    legend = " ".join(["log"] + ["{{" + label + "}}" for label in config.fleet.group_by])
+    return builders.timeseries(
+        "Preemptions/s (logs)", (
+            f"Preemptions per second as {sig.spec.title} logs them, counted by mtail with "
+            f"generated/mtail/{sig.spec.id}.mtail, per fleet group (the log line names no model). It fills "
+            "where the engine exports no preemption metric (older versions, metrics disabled). "
+            f"Lines counted: {lines}. Metric: `llmdash_log_preemptions_total{{llm_engine=\"{sig.spec.id}\"}}`."),
+        [(sig.logs.preemption_rate(), legend)], "short", builders.thresholds(config.thresholds.preemptions_per_second))
+
+
 def preemptions_per_request_chart(sig: Signals, config):
     if not sig.spec.has("preemptions_per_request"):
         return None

@@ -33,6 +33,7 @@ from llmdash.panels.promql import Matcher
 
 LATENCY_ROLES = ("itl", "tpot", "ttft")
 ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
+LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count preemption log lines into
 MODEL_LABEL = "model_name"  # what recorded series and alerts call the model, whatever the engine calls it
 PAUSED_RESOLUTION = "30s"  # how finely the paused-requests gauge is sampled when its paused share is taken
 
@@ -296,9 +297,53 @@ class Signals:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""
         return promql.as_flag(f"{self.preemption_rate(group, self.config.preemption.window)} > 0")
 
+    def exported(self, role: str, labels: tuple[str, ...]) -> str:
+        """1 per value set of `labels` under which some source of `role` is exported."""
+        return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
+
+    @property
+    def logs(self) -> "LogSignals":
+        """The log-derived preemption count under this scope. mtail is its own scrape target: its series carry
+        neither the model nor the engine's instance, so those matchers are dropped, and `logs.selectors`
+        replace the top-level selectors (and variables) of the labels they name."""
+        own = self.config.logs.selectors
+        dropped = {self.spec.model_label, self.config.fleet.instance_label, *own}
+        scope = tuple(Matcher(label, "=", value) for label, value in sorted(own.items()))
+        return LogSignals(self.spec, self.config, scope + tuple(m for m in self.scope if m.label not in dropped),
+                          self.window)
+
     # ---- missing series ----------------------------------------------------
     def present(self, role: str) -> str:
         """1 per replica that exports any source of `role` (a histogram by its _count)."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
         return self._per_series(role, series, "group", self.instance_group)
+
+
+class LogSignals:
+    """Preemptions counted from the engine's log by the generated mtail program (`LOG_PREEMPTIONS`,
+    labelled `llm_engine`). Per fleet group, or per mtail instance (one per engine replica)."""
+
+    def __init__(self, spec: EngineSpec, config, scope: tuple[Matcher, ...], window: str):
+        self.spec = spec
+        self.config = config
+        self.window = window
+        self.scope = (Matcher(ENGINE_LABEL, "=", spec.id),) + scope
+        self.group = tuple(config.fleet.group_by)
+        self.instance_group = self.group + (config.fleet.instance_label,)
+
+    def _select(self) -> str:
+        return promql.selector(LOG_PREEMPTIONS, self.scope)
+
+    def preemption_rate(self, group=None, window: str | None = None) -> str:
+        """Preemptions/s from the log, summed per fleet group (or `group`)."""
+        group = self.group if group is None else tuple(group)
+        return f"sum{promql.by(group)} ({promql.rate(self._select(), window or self.window)})"
+
+    def preemptions(self, group: tuple[str, ...], window: str) -> str:
+        """Preemptions logged over `window`, summed per `group`."""
+        return f"sum{promql.by(group)} (increase({self._select()}[{window}]))"
+
+    def preemption_active(self) -> str:
+        """1 per fleet group while the log reports preemptions (rate over the preemption window)."""
+        return promql.as_flag(f"{self.preemption_rate(window=self.config.preemption.window)} > 0")

@@ -27,7 +27,8 @@ DIVERGENCE = "LLMServingLatencyThroughputDivergence"
 TTFT_HIGH = "LLMServingTTFTP99High"
 ITL_HIGH = "LLMServingITLP99High"
 SIGNAL_MISSING = "LLMServingSignalMissing"
-ALERT_NAMES = (PREEMPTIONS_HIGH, DIVERGENCE, TTFT_HIGH, ITL_HIGH, SIGNAL_MISSING)
+LOG_PREEMPTIONS_HIGH = "LLMServingLogPreemptionsHigh"
+ALERT_NAMES = (PREEMPTIONS_HIGH, DIVERGENCE, TTFT_HIGH, ITL_HIGH, SIGNAL_MISSING, LOG_PREEMPTIONS_HIGH)
 RUNBOOK_DIR = "docs/runbooks"
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
@@ -92,6 +93,8 @@ def build_rules(spec: EngineSpec, config) -> dict:
                                   latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
               if alert is not None]
     rules += signals_missing(raw, config)
+    if (alert := log_preemptions_high(raw, config)) is not None:
+        rules.append(alert)
     return {"groups": [{"name": f"llmdash-{spec.id}", "interval": config.rules.interval, "rules": rules}]}
 
 
@@ -253,6 +256,35 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
         f"{info.title} of {_where(config)} is above {levels.critical:g}s on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {what}. Check the preemption row first: a static latency threshold "
         "cannot tell KV-cache pressure from a heavier workload.")
+
+
+def log_preemptions_high(sig: Signals, config) -> dict | None:
+    """With `logs.enabled`: per mtail instance (one per engine replica), at least `min_events` preemptions
+    logged over `short_window`, where no series of the same fleet group and `logs.replica_labels` exports
+    the engine's preemption metric (there LLMServingPreemptionsHigh pages, normalised by work; a log
+    alone cannot be, since it carries no request count)."""
+    if not (config.logs.enabled and sig.spec.log_patterns):
+        return None
+    p = config.preemption
+    logs = sig.logs
+    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
+    expr = f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} >= {p.min_events:g}"
+    silenced = ""
+    if sig.spec.has("preemptions"):
+        expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
+        silenced = (f" It stays silent where a series with the same {', '.join(join) or 'fleet'} labels exports "
+                    f"{', '.join(f'`{s.series}`' for s in sig.sources('preemptions'))}: there "
+                    f"{PREEMPTIONS_HIGH} pages instead.")
+    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in config.fleet.group_by)
+    return _alert(
+        sig, config, LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
+        f"{sig.spec.title} log read by {instance}{groups} reports preemptions",
+        f"mtail at {instance}{groups} counted {{{{ $value | printf \"%.0f\" }}}} {sig.spec.title} preemptions "
+        f"in the log over {p.short_window} (page at {p.min_events:g}). The KV cache is full: running requests "
+        "lose their KV blocks and are recomputed later, so their users wait while throughput looks normal. "
+        f"Counted by generated/mtail/{sig.spec.id}.mtail from lines the engine prints; the log names no model.{silenced}",
+        keep_firing_for=p.keep_firing_for)
 
 
 MISSING_ROLES = ("preemptions", "throughput", "itl", "tpot", "ttft")

@@ -103,6 +103,11 @@ def catalog_copy(tmp_path: Path) -> Path:
      '"0.8.0": [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 2.5',
      "slo_defaults.ttft_seconds: 1s is not a bucket bound of vllm:time_to_first_token_seconds before 0.8.0"),
     ('"0.8.0": [0.001, 0.005', '"0.5.0": [0.001, 0.005', "buckets_before.0.5.0"),
+    ("count: cumulative", "count: sum", "logs.v0-preempted.count"),
+    ("count: cumulative", "count: line", "logs.v0-preempted.message"),          # a number it would ignore
+    ("total_num_cumulative_preemption=(?P<n>", "total_num_cumulative_preemption=((?P<n>", "logs.v0-preempted"),
+    ("total_num_cumulative_preemption=51", "total_num_cumulative_preemption=fifty", "logs.v0-preempted.example"),
+    ('until: "0.9.0"', 'until: "0.5.0"', "logs.v0-preempted.until"),
 ])
 def test_inconsistent_catalog_is_one_line_naming_file_and_key(catalog_copy, old, new, key):
     text = catalog_copy.read_text()

@@ -37,7 +37,8 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     dashboards = sorted(engines + ("fleet",))
     assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
         [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
-        ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + [f"rules/{e}.rules.yaml" for e in engines]
+        ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + \
+        ["mtail/sglang.mtail", "mtail/vllm.mtail"] + [f"rules/{e}.rules.yaml" for e in engines]
     assert snapshot(first) == snapshot(ROOT / "generated")
     assert llmdash("build", "--check", "--out", str(first)).returncode == 0
 

@@ -30,11 +30,11 @@ class PromQLError(LlmdashError):
     """Prometheus rejected a query (bad PromQL or a server-side failure)."""
 
 
-def find_binary(name: str) -> str:
-    """Absolute path of `prometheus`/`promtool`, or a usage error that says how to install it."""
+def find_binary(name: str, hint: str = INSTALL_HINT) -> str:
+    """Absolute path of `prometheus`/`promtool` (or another tool), or a usage error that says how to install it."""
     path = shutil.which(name) or (f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None)
     if not path:
-        raise LlmdashError(f"{name} not found: {INSTALL_HINT}")
+        raise LlmdashError(f"{name} not found: {hint}")
     return path
 
 
