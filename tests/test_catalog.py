@@ -8,7 +8,7 @@ import pytest
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
 
-ENGINES = ["lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+ENGINES = ["lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
 
 
 def test_every_engine_has_a_catalog_and_loads():
