@@ -83,5 +83,5 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'tgi'.*known: lmdeploy, sglang"):
+    with pytest.raises(LlmdashError, match="unknown engine 'tgi'.*known: lmdeploy, nim, ray-serve-vllm, sglang"):
         load_engine("tgi")
