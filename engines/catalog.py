@@ -156,6 +156,7 @@ class EngineSpec:
     releases: str = ""  # the variant's own releases, where its versions are counted in its base's
     base: str | None = None  # the engine a variant derives from
     renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
+    added_labels: tuple[str, ...] = ()  # labels a variant's exporter adds to every series
 
     def exported_name(self, base_name: str) -> str | None:
         """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""
@@ -431,7 +432,7 @@ class _Parser:
         if "selectors" in data:
             catalog["selectors"] = data["selectors"]
         variant = {"releases": self.text(data["releases"], "releases"), "base": base_id,
-                   "renames": tuple((n, tuple(names(n))) for n in kept)}
+                   "renames": tuple((n, tuple(names(n))) for n in kept), "added_labels": tuple(added)}
         return catalog, variant
 
     def slo_defaults(self, body, signals: dict[str, Signal]) -> dict[str, float]:

@@ -20,12 +20,13 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable
 
-from llmdash.engines.catalog import EngineSpec, Metric
+from llmdash.engines.catalog import EngineSpec, Metric, load_catalog
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
 NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source
 ERAS = (NEW, OLD)
 SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
+ADDED_LABEL_VALUE = "sim-0"   # the value of a variant's added labels
 FINISH_REASONS = {
     "vllm": ("stop", "length", "abort", "error", "repetition"),
     "lmdeploy": ("stop", "length", "abort", "error", "cancel"),
@@ -103,6 +104,27 @@ def era_names(spec: EngineSpec, era: str) -> dict[str, str | None]:
     return names
 
 
+def stand_ins(spec: EngineSpec) -> dict[str, str]:
+    """For a variant: each base series it does not export -> its own series standing in for it, the
+    newest later source of the same base signal with the same type and labels (NIM, re-exporting
+    vLLM releases before `inter_token_latency_seconds`, carries those samples as the older
+    `time_per_output_token_seconds`, as vLLM itself did)."""
+    if spec.base is None:
+        return {}
+    base = load_catalog(spec.path.parent / f"{spec.base}.yaml")
+    out = {}
+    for signal in base.signals.values():
+        for i, source in enumerate(signal.sources):
+            metric = source.metric
+            if spec.exported_name(metric.name) is not None:
+                continue
+            out[metric.name] = next((spec.exported_name(later.metric.name) for later in signal.sources[i + 1:]
+                                     if spec.exported_name(later.metric.name) is not None
+                                     and (later.metric.type, later.metric.labels) == (metric.type, metric.labels)),
+                                    None)
+    return {name: standing for name, standing in out.items() if standing}
+
+
 class Registry:
     """The series of one engine process; labels are checked against the catalog."""
 
@@ -113,6 +135,7 @@ class Registry:
         newest = spec.supported_to
         self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(newest, newest)}
         self.renamed = era_names(spec, era)
+        self.stand_ins = stand_ins(spec)
 
     def _exported(self, name: str) -> Metric | None:
         """The catalog metric `name` is exported as in this registry's era (None: not exported).
@@ -120,7 +143,7 @@ class Registry:
         A variant's emitter is its base engine's, so `name` is the base's name, translated here.
         """
         if self.spec.base is not None:
-            name = self.spec.exported_name(name)
+            name = self.spec.exported_name(name) or self.stand_ins.get(name)
             if name is None or name not in self.metrics:
                 return None
         if name in self.renamed:
@@ -221,7 +244,9 @@ class EngineMetrics:
         self.model = model
         self.state = state
         self.target = target        # the scrape target's labels (job, instance, ...) for backfill
-        self.reg = Registry(spec, self.constant_labels(), era)
+        # a variant's exporter adds labels of its own (Ray's WorkerId, ...): one fixed value per process
+        added = {label: ADDED_LABEL_VALUE for label in spec.added_labels}
+        self.reg = Registry(spec, {**added, **self.constant_labels()}, era)
         self.build()
 
     def constant_labels(self) -> dict[str, str]:
