@@ -369,7 +369,7 @@ class _Parser:
         base_id = self.text(derive["from"], "derive.from")
         base_path = self.path.parent / f"{base_id}.yaml"
         if base_id == self.path.stem or "/" in base_id or not base_path.is_file():
-            raise self.fail("derive.from", f"no catalog {shorten(base_id)}.yaml beside this one to derive from")
+            raise self.fail("derive.from", f"no catalog {shorten(base_id + '.yaml')} beside this one to derive from")
         base = read_yaml(base_path, "catalog")
         if not isinstance(base, dict) or "derive" in base:
             raise self.fail("derive.from", f"{base_id} is not a plain catalog (a variant cannot derive from a variant)")

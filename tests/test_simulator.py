@@ -238,3 +238,21 @@ def test_simulate_needs_exactly_one_output(args):
     result = CliRunner().invoke(simulate_command, ["--engine", "vllm", "--scenario", "steady"] + args)
     assert isinstance(result.exception, LlmdashError)
     assert "exactly one of --serve PORT or --out FILE" in str(result.exception)
+
+
+def test_backfill_target_carries_the_catalogs_default_selectors():
+    """NIM's queries carry job="nim" (its catalog's selectors), so its simulated scrape target has that job."""
+    for engine, job in (("nim", "nim"), ("vllm", "llmdash-sim")):
+        out = io.StringIO()
+        write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {engine: load_engine(engine)}, 1,
+                          1_000_000, out)
+        samples = [line for line in out.getvalue().splitlines() if not line.startswith("#") and "{" in line]
+        assert samples and all(f'job="{job}"' in line for line in samples), engine
+
+
+def test_a_variants_added_labels_are_emitted():
+    out = io.StringIO()
+    write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {"ray-serve-vllm": load_engine("ray-serve-vllm")},
+                      1, 1_000_000, out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("ray_vllm_num_requests_running{"))
+    assert all(f'{label}="' in line for label in ("WorkerId", "ReplicaId", "SessionName", "model_name"))
