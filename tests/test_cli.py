@@ -32,7 +32,7 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert llmdash("build", "--out", str(first)).returncode == 0
     assert llmdash("build", "--out", str(second)).returncode == 0
     assert snapshot(first) == snapshot(second)
-    engines = ("lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
+    engines = ("lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
     dashboards = sorted(engines + ("fleet",))
     assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
         [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \

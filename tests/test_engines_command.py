@@ -16,7 +16,8 @@ def engines_output() -> str:
 
 def test_engines_prints_versions_and_the_series_behind_each_signal():
     rows = {line.split("`")[1]: line for line in engines_output().splitlines()[2:]}
-    assert sorted(rows) == ["lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm"]
+    assert sorted(rows) == ["lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton",
+                            "vllm"]
     assert "vLLM 0.9.0–0.33.0" in rows["vllm"] and "counter `vllm:num_preemptions_total`" in rows["vllm"]
     assert "ITL `vllm:inter_token_latency_seconds` (0.10.2+)" in rows["vllm"]
     assert rows["lmdeploy"].endswith("| none: divergence only |")

@@ -23,8 +23,8 @@ def _first(dashboard: dict, kind: str) -> tuple[int, dict]:
 
 
 def test_every_generated_dashboard_is_found():
-    assert [p.stem for p in GENERATED] == ["fleet", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton",
-                                           "vllm"]
+    assert [p.stem for p in GENERATED] == ["fleet", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve",
+                                           "tensorrt-llm-triton", "vllm"]
 
 
 @pytest.mark.parametrize("path", GENERATED, ids=lambda p: p.stem)

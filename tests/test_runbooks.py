@@ -50,7 +50,8 @@ def watched(dashboard: dict, engine: str, rules: dict) -> dict[str, str]:
     return {title: alert for title, alert in expected.items() if alert in alerts and title in titles}
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "lmdeploy"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "lmdeploy",
+                                    "ray-serve-vllm", "nim"])
 def test_each_watched_panel_links_to_its_alerts_runbook(templated, engine):
     dashboards, rules = templated
     dashboard = dashboards[engine]
