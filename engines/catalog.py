@@ -365,7 +365,8 @@ class _Parser:
         replica like any rename. `add_labels` are labels the variant's exporter puts on every series.
         """
         data = self.mapping(data, "", ("engine", "title", "derive", "releases"), ("selectors", "notes"))
-        derive = self.mapping(data["derive"], "derive", ("from", "rename"), ("versions", "drop", "generic", "add_labels"))
+        derive = self.mapping(data["derive"], "derive", ("from", "rename"),
+                              ("versions", "drop", "generic", "add_labels"))
         base_id = self.text(derive["from"], "derive.from")
         base_path = self.path.parent / f"{base_id}.yaml"
         if base_id == self.path.stem or "/" in base_id or not base_path.is_file():

@@ -252,7 +252,7 @@ def test_backfill_target_carries_the_catalogs_default_selectors():
 
 def test_a_variants_added_labels_are_emitted():
     out = io.StringIO()
-    write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {"ray-serve-vllm": load_engine("ray-serve-vllm")},
-                      1, 1_000_000, out)
+    ray = load_engine("ray-serve-vllm")
+    write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {ray.id: ray}, 1, 1_000_000, out)
     line = next(line for line in out.getvalue().splitlines() if line.startswith("ray_vllm_num_requests_running{"))
     assert all(f'{label}="' in line for label in ("WorkerId", "ReplicaId", "SessionName", "model_name"))

@@ -115,14 +115,15 @@ def stand_ins(spec: EngineSpec) -> dict[str, str]:
     out = {}
     for signal in base.signals.values():
         for i, source in enumerate(signal.sources):
-            metric = source.metric
-            if spec.exported_name(metric.name) is not None:
+            missing = source.metric
+            if spec.exported_name(missing.name) is not None:
                 continue
-            out[metric.name] = next((spec.exported_name(later.metric.name) for later in signal.sources[i + 1:]
-                                     if spec.exported_name(later.metric.name) is not None
-                                     and (later.metric.type, later.metric.labels) == (metric.type, metric.labels)),
-                                    None)
-    return {name: standing for name, standing in out.items() if standing}
+            for later in signal.sources[i + 1:]:
+                standing = spec.exported_name(later.metric.name)
+                if standing and (later.metric.type, later.metric.labels) == (missing.type, missing.labels):
+                    out[missing.name] = standing
+                    break
+    return out
 
 
 class Registry:
