@@ -362,11 +362,12 @@ class _Parser:
 
         Each base series is read under every name in `rename` that applies to it (newest first); a
         signal's sources become each rename's copy of the base sources in turn, so they fall back per
-        replica like any rename. `add_labels` are labels the variant's exporter puts on every series.
+        replica like any rename. `add_labels` are labels the variant's exporter puts on every series;
+        `buckets` the bounds of histograms it declares with other bounds than its base's newest.
         """
         data = self.mapping(data, "", ("engine", "title", "derive", "releases"), ("selectors", "notes"))
         derive = self.mapping(data["derive"], "derive", ("from", "rename"),
-                              ("versions", "drop", "generic", "add_labels"))
+                              ("versions", "drop", "generic", "add_labels", "buckets"))
         base_id = self.text(derive["from"], "derive.from")
         base_path = self.path.parent / f"{base_id}.yaml"
         if base_id == self.path.stem or "/" in base_id or not base_path.is_file():
@@ -386,6 +387,10 @@ class _Parser:
         generic = derive.get("generic", False)
         if not isinstance(generic, bool):
             raise self.fail("derive.generic", f"expected true or false, got {shorten(generic)}")
+        buckets = derive.get("buckets", {})
+        if not isinstance(buckets, dict) or not all(base_spec.metrics.get(n) and base_spec.metrics[n].type == "histogram"
+                                                    for n in buckets):
+            raise self.fail("derive.buckets", f"expected a mapping of {base_id}'s histogram names to bucket bounds")
         added = derive.get("add_labels", [])
         if not isinstance(added, list) or not all(isinstance(label, str) and label for label in added):
             raise self.fail("derive.add_labels", "expected a list of label names")
@@ -410,7 +415,7 @@ class _Parser:
         kept = [name for name, metric in base_spec.metrics.items()
                 if name not in drop and metric.exposed_in(first, last)]
         metrics = {new: {**base["metrics"][n], "labels": list(dict.fromkeys(base["metrics"][n]["labels"] + added)),
-                         **({"generic": True} if generic else {})}
+                         **({"buckets": buckets[n]} if n in buckets else {}), **({"generic": True} if generic else {})}
                    for n in kept for new in names(n)}
         notes = self.label_values(data.get("notes", {}), "notes")
         signals = {}

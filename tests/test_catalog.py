@@ -116,6 +116,10 @@ def test_nim_variant_is_unprefixed_generic_and_limited_to_its_vllm_releases():
     assert nim.signal("requests").metric_names == ["request_finish_total", "request_success_total"]
     assert nim.exported_name("vllm:request_success_total") == "request_finish_total"
     assert nim.exported_name("vllm:num_preemptions_total") is None
+    # NIM's histograms have V0's bounds, declared in the variant: quantiles and the share above the
+    # top bucket read le="10.0" / le="2.5", which a NIM serves
+    assert nim.metrics["time_to_first_token_seconds"].buckets[-1] == 10.0
+    assert nim.metrics["time_per_output_token_seconds"].buckets[-1] == 2.5
 
 
 VARIANT = """\
@@ -154,6 +158,9 @@ def test_variant_versions_filter_the_base_series(variant_dir):
     ('  versions: {from: "0.8.0", to: "0.10.0"}\n', "derive.versions", "not within vllm's 0.9.0–0.33.0"),
     ("  drop: [vllm:no_such_series]\n", "derive.drop", "expected a list of vllm's series names"),
     ("notes: {no_such_role: why}\n", "notes.no_such_role", "vllm has no such signal"),
+    ("  buckets: {vllm:num_requests_running: [1, 2]}\n", "derive.buckets", "vllm's histogram names"),
+    ("  buckets: {vllm:time_to_first_token_seconds: [2, 1]}\n", "metrics.v_time_to_first_token_seconds.buckets",
+     "strictly increasing"),
 ])
 def test_inconsistent_variant_is_one_line_naming_file_and_key(variant_dir, extra, key, problem):
     path = write_variant(variant_dir, extra)
