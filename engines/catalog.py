@@ -388,8 +388,8 @@ class _Parser:
         if not isinstance(generic, bool):
             raise self.fail("derive.generic", f"expected true or false, got {shorten(generic)}")
         buckets = derive.get("buckets", {})
-        if not isinstance(buckets, dict) or not all(base_spec.metrics.get(n) and base_spec.metrics[n].type == "histogram"
-                                                    for n in buckets):
+        histograms = {name for name, metric in base_spec.metrics.items() if metric.type == "histogram"}
+        if not isinstance(buckets, dict) or not set(buckets) <= histograms:
             raise self.fail("derive.buckets", f"expected a mapping of {base_id}'s histogram names to bucket bounds")
         added = derive.get("add_labels", [])
         if not isinstance(added, list) or not all(isinstance(label, str) and label for label in added):
