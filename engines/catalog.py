@@ -195,6 +195,7 @@ class EngineSpec:
     releases: str = ""  # the variant's own releases, where its versions are counted in its base's
     base: str | None = None  # the engine a variant derives from
     renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
+    added_labels: tuple[str, ...] = ()  # labels a variant's exporter adds to every series
 
     def exported_name(self, base_name: str) -> str | None:
         """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""
@@ -405,18 +406,22 @@ class _Parser:
         """A variant's catalog: its base's, with every series renamed, the ones it does not re-export
         dropped, and versions limited to the base releases it re-exports.
 
-        Each base series is read under every name in `rename` (newest first); a signal's sources become
-        each rename's copy of the base sources in turn, so they fall back per replica like any rename.
+        Each base series is read under every name in `rename` that applies to it (newest first); a
+        signal's sources become each rename's copy of the base sources in turn, so they fall back per
+        replica like any rename. `add_labels` are labels the variant's exporter puts on every series;
+        `buckets` the bounds of histograms it declares with other bounds than its base's newest.
         """
         data = self.mapping(data, "", ("engine", "title", "derive", "releases"), ("selectors", "notes"))
-        derive = self.mapping(data["derive"], "derive", ("from", "rename"), ("versions", "drop", "generic"))
+        derive = self.mapping(data["derive"], "derive", ("from", "rename"),
+                              ("versions", "drop", "generic", "add_labels", "buckets"))
         base_id = self.text(derive["from"], "derive.from")
         base_path = self.path.parent / f"{base_id}.yaml"
-        if base_id == self.path.stem or not base_path.is_file():
-            raise self.fail("derive.from", f"no catalog {shorten(base_id)}.yaml beside this one to derive from")
+        if base_id == self.path.stem or "/" in base_id or not base_path.is_file():
+            raise self.fail("derive.from", f"no catalog {shorten(base_id + '.yaml')} beside this one to derive from")
         base = read_yaml(base_path, "catalog")
         if not isinstance(base, dict) or "derive" in base:
             raise self.fail("derive.from", f"{base_id} is not a plain catalog (a variant cannot derive from a variant)")
+        base_spec = load_catalog(base_path)     # the base must be valid on its own; its errors name its file
         renames = derive["rename"]
         if (not isinstance(renames, list) or not renames
                 or not all(isinstance(r, dict) and set(r) == {"prefix", "to"} and all(isinstance(v, str) for v in r.values())
@@ -428,32 +433,49 @@ class _Parser:
         generic = derive.get("generic", False)
         if not isinstance(generic, bool):
             raise self.fail("derive.generic", f"expected true or false, got {shorten(generic)}")
+        buckets = derive.get("buckets", {})
+        histograms = {name for name, metric in base_spec.metrics.items() if metric.type == "histogram"}
+        if not isinstance(buckets, dict) or not set(buckets) <= histograms:
+            raise self.fail("derive.buckets", f"expected a mapping of {base_id}'s histogram names to bucket bounds")
+        added = derive.get("add_labels", [])
+        if not isinstance(added, list) or not all(isinstance(label, str) and label for label in added):
+            raise self.fail("derive.add_labels", "expected a list of label names")
         versions = self.mapping(derive.get("versions", base["supported"]), "derive.versions", ("from", "to"))
         first = self.version(versions["from"], "derive.versions.from")
         last = self.version(versions["to"], "derive.versions.to")
+        if not base_spec.supported_from <= first <= last <= base_spec.supported_to:
+            raise self.fail("derive.versions", f"{first}–{last} is not within {base_id}'s "
+                            f"{base_spec.supported_from}–{base_spec.supported_to}")
 
-        def names(base_name: str) -> list[str]:
-            out = [r["to"] + base_name[len(r["prefix"]):] for r in renames if base_name.startswith(r["prefix"])]
-            if not out:
+        def renamed(base_name: str) -> list[str | None]:
+            """The name under each rename, None where its prefix does not apply."""
+            out = [r["to"] + base_name[len(r["prefix"]):] if base_name.startswith(r["prefix"]) else None
+                   for r in renames]
+            if not any(out):
                 raise self.fail("derive.rename", f"no prefix applies to {base_id}'s {base_name}")
             return out
 
-        def exported(body: dict) -> bool:
-            until = body.get("hidden_in") or body.get("removed_in")
-            return Version(str(body["since"])) <= last and (until is None or Version(str(until)) > first)
+        def names(base_name: str) -> list[str]:
+            return list(dict.fromkeys(n for n in renamed(base_name) if n))
 
-        kept = [n for n, body in base["metrics"].items() if n not in drop and exported(body)]
-        metrics = {new: {**base["metrics"][n], **({"generic": True} if generic else {})}
+        kept = [name for name, metric in base_spec.metrics.items()
+                if name not in drop and metric.exposed_in(first, last)]
+        metrics = {new: {**base["metrics"][n], "labels": list(dict.fromkeys(base["metrics"][n]["labels"] + added)),
+                         **({"buckets": buckets[n]} if n in buckets else {}), **({"generic": True} if generic else {})}
                    for n in kept for new in names(n)}
         notes = self.label_values(data.get("notes", {}), "notes")
         signals = {}
         for role, body in base["signals"].items():
-            sources = [{**src, "metric": names(src["metric"])[i]}
-                       for i in range(len(renames)) for src in body["sources"] if src["metric"] in kept]
+            copies = []
+            for i in range(len(renames)):
+                for src in body["sources"]:
+                    copy = {**src, "metric": renamed(src["metric"])[i]} if src["metric"] in kept else None
+                    if copy and copy["metric"] and copy not in copies:
+                        copies.append(copy)
             note = notes.get(role, body.get("note"))
-            if body["sources"] and not sources and role not in notes:
+            if body["sources"] and not copies and role not in notes:
                 raise self.fail(f"notes.{role}", f"every source of {base_id}'s {role} is dropped; say why here")
-            signals[role] = {"sources": sources, **({"note": note} if note else {})}
+            signals[role] = {"sources": copies, **({"note": note} if note else {})}
         unknown = set(notes) - set(signals)
         if unknown:
             raise self.fail(f"notes.{sorted(unknown)[0]}", f"{base_id} has no such signal")
@@ -461,8 +483,11 @@ class _Parser:
                    "supported": {"from": str(first), "to": str(last)}}
         if "selectors" in data:
             catalog["selectors"] = data["selectors"]
+        # A variant's process may print its base's log lines in another format (NIM's containers, Ray's
+        # workers), and which ones is unconfirmed: a variant counts no log lines.
+        catalog.pop("logs", None)
         variant = {"releases": self.text(data["releases"], "releases"), "base": base_id,
-                   "renames": tuple((n, tuple(names(n))) for n in kept)}
+                   "renames": tuple((n, tuple(names(n))) for n in kept), "added_labels": tuple(added)}
         return catalog, variant
 
     def log_patterns(self, body) -> tuple[LogPattern, ...]:

@@ -150,7 +150,7 @@ class Replica:
 
 def _labels(spec: EngineSpec, source: Source, replica: Replica) -> list[dict[str, str]]:
     base = {spec.model_label: replica.model, "instance": replica.instance or f"{replica.model}-0",
-            **dict(replica.labels), **dict(source.match)}
+            **dict(spec.selectors), **dict(replica.labels), **dict(source.match)}   # selectors: e.g. NIM's job
     if "tp_rank" in source.metric.labels:  # a tensor-parallel engine: every rank exports its own copy
         return [{**base, "tp_rank": rank} for rank in ("0", "1")]
     return [base]

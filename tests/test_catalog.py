@@ -9,7 +9,7 @@ from packaging.version import Version
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
 
-ENGINES = ["dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "tgi", "vllm"]
+ENGINES = ["dynamo", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "tgi", "vllm"]
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -127,7 +127,7 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, lmdeploy, sglang"):
+    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, lmdeploy, nim, ray-serve-vllm, sglang"):
         load_engine("mlc-llm")
 
 
@@ -165,3 +165,112 @@ def test_a_ttft_target_without_a_ttft_histogram_is_refused(tmp_path):
                                    "  itl_seconds: 0.09852612533569335\n  ttft_seconds: 1.122274146401882\n"))
     with pytest.raises(LlmdashError, match="slo_defaults.ttft_seconds: this engine has no histogram to read it from"):
         load_catalog(target)
+
+
+# Variants (`derive:`): a catalog that is its base's series renamed.
+
+def test_ray_variant_reads_every_vllm_series_under_both_names_newest_first():
+    ray, vllm = load_engine("ray-serve-vllm"), load_engine("vllm")
+    assert ray.base == "vllm" and (str(ray.supported_from), ray.supported_to) == ("0.9.0", vllm.supported_to)
+    assert set(ray.metrics) == {f"{prefix}{name[len('vllm:'):]}" for name, metric in vllm.metrics.items()
+                                if metric.exposed_in(ray.supported_from, ray.supported_to)
+                                for prefix in ("ray_vllm_", "ray_vllm:")}
+    assert ray.signal("kv_usage").metric_names == ["ray_vllm_kv_cache_usage_perc", "ray_vllm_gpu_cache_usage_perc",
+                                                  "ray_vllm:kv_cache_usage_perc", "ray_vllm:gpu_cache_usage_perc"]
+    assert ray.exported_name("vllm:num_requests_running") == "ray_vllm_num_requests_running"
+    assert ray.exported_name("sglang:num_running_reqs") is None
+    histogram = ray.metrics["ray_vllm_time_to_first_token_seconds"]
+    assert histogram.buckets == vllm.metrics["vllm:time_to_first_token_seconds"].buckets
+    assert {"WorkerId", "ReplicaId", "model_name"} <= set(histogram.labels)
+
+
+def test_nim_variant_is_unprefixed_generic_and_limited_to_its_vllm_releases():
+    nim = load_engine("nim")
+    assert dict(nim.selectors) == {"job": "nim"} and all(m.generic for m in nim.metrics.values())
+    # vLLM 0.6.0-0.7.3 (V0): the V1 ITL (0.10.2) and per-request TPOT (0.11) histograms are not there yet
+    assert "inter_token_latency_seconds" not in nim.metrics and not nim.has("tpot")
+    assert nim.signal("itl").metric_names == ["time_per_output_token_seconds"]
+    # dropped: no preemption counter, no V1 KV name; the note says why
+    assert not nim.has("preemptions") and "no preemption metric" in nim.note("preemptions")
+    assert nim.signal("kv_usage").metric_names == ["gpu_cache_usage_perc"]
+    # a rename whose prefix applies to one series only: that series gets both names, newest first
+    assert nim.signal("requests").metric_names == ["request_finish_total", "request_success_total"]
+    assert nim.exported_name("vllm:request_success_total") == "request_finish_total"
+    assert nim.exported_name("vllm:num_preemptions_total") is None
+    # NIM's histograms have V0's bounds, declared in the variant: quantiles and the share above the
+    # top bucket read le="10.0" / le="2.5", which a NIM serves
+    assert nim.metrics["time_to_first_token_seconds"].buckets[-1] == 10.0
+    assert nim.metrics["time_per_output_token_seconds"].buckets[-1] == 2.5
+
+
+VARIANT = """\
+engine: variant
+title: A variant
+releases: "Variant 1.x"
+derive:
+  from: vllm
+  rename: [{prefix: "vllm:", to: "v_"}]
+"""
+
+
+@pytest.fixture
+def variant_dir(tmp_path: Path) -> Path:
+    shutil.copy(CATALOG_DIR / "vllm.yaml", tmp_path / "vllm.yaml")
+    return tmp_path
+
+
+def write_variant(directory: Path, extra: str = "", text: str = VARIANT) -> Path:
+    path = directory / "variant.yaml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_variant_versions_filter_the_base_series(variant_dir):
+    spec = load_catalog(write_variant(variant_dir, '  versions: {from: "0.9.0", to: "0.9.1"}\n'
+                                                  "notes: {tpot: none yet, preemptions_per_request: none yet}\n"))
+    assert "v_kv_cache_usage_perc" not in spec.metrics          # since 0.9.2
+    assert spec.signal("kv_usage").metric_names == ["v_gpu_cache_usage_perc"]
+    assert spec.versions == "Variant 1.x (vllm 0.9.0–0.9.1)"
+
+
+@pytest.mark.parametrize("extra, key, problem", [
+    ("  drop: [vllm:num_preemptions_total]\n", "notes.preemptions", "every source of vllm's preemptions is dropped"),
+    ('  versions: {from: "0.9.0", to: "0.10.0"}\n', "notes.tpot", "every source of vllm's tpot is dropped"),
+    ('  versions: {from: "0.5.0", to: "0.10.0"}\n', "derive.versions", "not within vllm's 0.6.0–0.33.0"),
+    ("  drop: [vllm:no_such_series]\n", "derive.drop", "expected a list of vllm's series names"),
+    ("notes: {no_such_role: why}\n", "notes.no_such_role", "vllm has no such signal"),
+    ("  buckets: {vllm:num_requests_running: [1, 2]}\n", "derive.buckets", "vllm's histogram names"),
+    ("  buckets: {vllm:time_to_first_token_seconds: [2, 1]}\n", "metrics.v_time_to_first_token_seconds.buckets",
+     "strictly increasing"),
+])
+def test_inconsistent_variant_is_one_line_naming_file_and_key(variant_dir, extra, key, problem):
+    path = write_variant(variant_dir, extra)
+    with pytest.raises(LlmdashError) as caught:
+        load_catalog(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{path}: {key}: ") and problem in message
+
+
+def test_variant_drop_removes_series_and_a_note_explains_the_empty_role(variant_dir):
+    spec = load_catalog(write_variant(variant_dir, "  drop: [vllm:num_preemptions_total]\n"
+                                                  "notes: {preemptions: this exporter has none}\n"))
+    assert "v_num_preemptions_total" not in spec.metrics
+    assert not spec.has("preemptions") and spec.note("preemptions") == "this exporter has none"
+
+
+def test_variant_of_a_missing_catalog_or_of_a_variant_is_an_error(variant_dir):
+    missing = write_variant(variant_dir, text=VARIANT.replace("from: vllm", "from: tgi"))
+    with pytest.raises(LlmdashError, match=r"variant.yaml: derive.from: no catalog 'tgi.yaml' beside this one"):
+        load_catalog(missing)
+    write_variant(variant_dir)
+    second = variant_dir / "second.yaml"
+    second.write_text(VARIANT.replace("engine: variant", "engine: second").replace("from: vllm", "from: variant"))
+    with pytest.raises(LlmdashError, match="second.yaml: derive.from: variant is not a plain catalog"):
+        load_catalog(second)
+
+
+def test_a_broken_base_is_reported_in_the_base_file(variant_dir):
+    base = variant_dir / "vllm.yaml"
+    base.write_text(base.read_text().replace("type: counter\n", "type: countr\n", 1))
+    with pytest.raises(LlmdashError, match=r"vllm.yaml: metrics.vllm:generation_tokens_total.type"):
+        load_catalog(write_variant(variant_dir))

@@ -241,3 +241,14 @@ def test_a_metrics_url_is_read_over_http_and_credentials_never_echo(tmp_path):
     assert result.returncode == 0 and "\nlmdeploy (LMDeploy):" in result.stdout
     assert missing.returncode == 2 and "HTTP 404" in missing.stderr
     assert "s3cret" not in result.stdout + result.stderr + missing.stderr
+
+
+def test_unprefixed_series_name_an_engine_only_when_every_required_signal_is_there(tmp_path):
+    """NIM's names are all generic: a page is NIM's when its required series are all present, never
+    because one shared name (TensorRT-LLM 1.0-1.2 serves time_to_first_token_seconds too) appears."""
+    text = scraped_text("nim")
+    result, body = report(tmp_path, text)
+    assert result.returncode == 0 and [e["engine"] for e in body["engines"]] == ["nim"]
+    partial = "".join(line + "\n" for line in text.splitlines() if "num_requests_waiting" not in line)
+    result, _ = report(tmp_path, partial)
+    assert result.returncode == 2 and "no engine recognised" in result.stderr

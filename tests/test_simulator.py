@@ -222,17 +222,19 @@ def test_every_current_catalog_series_is_emitted_with_its_labels(engine):
     write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {engine: spec}, 1, 1_000_000, out)
     text = out.getvalue()
     newest = spec.supported_to
+    # a variant's older names (the later renames) are its old-era replicas' (test_fleet_scenarios)
+    newest_names = {names[0] for _, names in spec.renames} if spec.base else set(spec.metrics)
     for metric in spec.metrics.values():
         emitted = [line for line in text.splitlines() if line.startswith(metric.scraped_series[0] + "{")]
-        if not metric.exposed_in(newest, newest):
-            assert not emitted, f"{metric.name} is gone in {newest} but emitted"
+        if not metric.exposed_in(newest, newest) or metric.name not in newest_names:
+            assert not emitted, f"{metric.name} is gone in {newest} or an older name, but emitted"
             continue
         assert emitted, f"{metric.name} not emitted"
-        for label in metric.labels + ("job", "instance"):
+        for label in metric.labels_at(newest) + ("job", "instance"):
             assert f'{label}="' in emitted[0], f"{metric.name} lacks label {label}"
         if metric.buckets:
             les = {line.split('le="')[1].split('"')[0] for line in emitted}
-            assert les == {spec.le(b) for b in metric.buckets} | {"+Inf"}
+            assert les == {spec.le(b) for b in metric.buckets_at(newest)} | {"+Inf"}
 
 
 def test_openmetrics_timestamps_are_seconds_and_ordered():
@@ -272,3 +274,21 @@ def test_simulate_needs_exactly_one_output(args):
     result = CliRunner().invoke(simulate_command, ["--engine", "vllm", "--scenario", "steady"] + args)
     assert isinstance(result.exception, LlmdashError)
     assert "exactly one of --serve PORT or --out FILE" in str(result.exception)
+
+
+def test_backfill_target_carries_the_catalogs_default_selectors():
+    """NIM's queries carry job="nim" (its catalog's selectors), so its simulated scrape target has that job."""
+    for engine, job in (("nim", "nim"), ("vllm", "llmdash-sim")):
+        out = io.StringIO()
+        write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {engine: load_engine(engine)}, 1,
+                          1_000_000, out)
+        samples = [line for line in out.getvalue().splitlines() if not line.startswith("#") and "{" in line]
+        assert samples and all(f'job="{job}"' in line for line in samples), engine
+
+
+def test_a_variants_added_labels_are_emitted():
+    out = io.StringIO()
+    ray = load_engine("ray-serve-vllm")
+    write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {ray.id: ray}, 1, 1_000_000, out)
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("ray_vllm_num_requests_running{"))
+    assert all(f'{label}="' in line for label in ("WorkerId", "ReplicaId", "SessionName", "model_name"))

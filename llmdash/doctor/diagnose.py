@@ -23,7 +23,7 @@ from llmdash.config import Config
 from llmdash.dashboards.fleet import FLEET
 from llmdash.dashboards.validate import substitute
 from llmdash.doctor.inventory import Inventory
-from llmdash.engines.catalog import EngineSpec, Metric, load_all
+from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
 from llmdash.errors import LlmdashError
 
 ALERTS = "ALERTS"
@@ -92,12 +92,23 @@ def _metric_of_series(spec: EngineSpec) -> dict[str, Metric]:
     return {series: metric for metric in spec.metrics.values() for series in metric.scraped_series}
 
 
+def _recognised(spec: EngineSpec, present: list[Metric]) -> bool:
+    """One of the engine's own (non-generic) series is present; or, for an engine whose names are all
+    generic (unprefixed, shared with other exporters), every required signal has a source present."""
+    if any(not m.generic for m in present):
+        return True
+    if any(not m.generic for m in spec.metrics.values()):
+        return False
+    names = {m.name for m in present}
+    return all(any(s.metric.name in names for s in spec.signal(role).sources) for role in REQUIRED_ROLES)
+
+
 def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection]:
-    """Every engine with at least one of its own (non-generic) series present."""
+    """Every engine recognised by its series (see `_recognised`)."""
     found = []
     for spec in specs.values():
         present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.scraped_series)]
-        if not any(not m.generic for m in present):
+        if not _recognised(spec, present):
             continue
         sinces = [m.since for m in present]
         untils = [m.exposed_until for m in present if m.exposed_until is not None]
@@ -261,7 +272,8 @@ def _rule_checks(model: dict) -> tuple[list[tuple[Check, str]], dict[str, list[s
 
 def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[EngineReport]:
     """One report per recognised engine. `from_scrape`: the series come from a /metrics page, which lacks
-    the target labels Prometheus adds, so matchers on the config's selector labels are not judged."""
+    the target labels Prometheus adds, so matchers on the config's and the catalog's selector labels are
+    not judged."""
     detections = detect(inventory, load_all())
     configured = [d for d in detections if d.spec.id in config.engine_ids]
     if not configured:
@@ -273,10 +285,11 @@ def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[En
     detected = replace(config, engines=tuple(d.spec.id for d in configured))  # build only what is being checked
     dashboards = {name: model for name, model in build_dashboards(detected).items() if name != FLEET}
     rules = build_rule_files(detected)
-    target_labels = set(config.selectors) if from_scrape else set()
     reports = []
     for detection in configured:
         engine = detection.spec.id
+        # the catalog's default selectors (e.g. job) are target labels too
+        target_labels = set(config.selectors) | set(dict(detection.spec.selectors)) if from_scrape else set()
         rule_checks, derived = _rule_checks(rules[engine])
         walker = _Walker(inventory, detection, derived, target_labels)
         checks = []

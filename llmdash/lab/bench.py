@@ -87,15 +87,20 @@ def simulated_series(scenario: scenarios.Scenario, specs: dict[str, EngineSpec],
     """Engine -> {series selector: {scrape index: value}} from the simulator's OpenMetrics output."""
     text = io.StringIO()
     scenarios.write_openmetrics(scenario, specs, seed, 0, text)
-    owners = {series: engine for engine, spec in specs.items()
-              for metric in spec.metrics.values() for series in metric.scraped_series}
+    # an unprefixed name may belong to several engines (NIM's and older TensorRT-LLM's TTFT): the
+    # engine whose catalog selectors (e.g. job="nim") the sample carries owns it, the most specific first
+    owners: dict[str, list[str]] = {}
+    for engine, spec in sorted(specs.items(), key=lambda item: -len(item[1].selectors)):
+        for series in {series for metric in spec.metrics.values() for series in metric.scraped_series}:
+            owners.setdefault(series, []).append(engine)
     per_engine: dict[str, dict] = {engine: {} for engine in specs}
     for line in text.getvalue().splitlines():
         match = OPENMETRICS_SAMPLE.match(line)
         if not match or line.startswith("#"):
             continue
         name = match["series"].split("{", 1)[0]
-        engine = owners.get(name)
+        engine = next((e for e in owners.get(name, ())
+                       if all(f'{label}="{value}"' in match["series"] for label, value in specs[e].selectors)), None)
         if engine is not None:
             index = round(float(match["ts"]) / STEP_S)
             per_engine[engine].setdefault(match["series"], {})[index] = match["value"]

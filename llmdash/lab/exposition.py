@@ -27,12 +27,13 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from llmdash.engines.catalog import EngineSpec, Metric
+from llmdash.engines.catalog import EngineSpec, Metric, load_catalog
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
 NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source
 ERAS = (NEW, OLD)         # ... or a release version ("0.4.3"): what the catalog says that release exports
 SGLANG_TP_SIZE = 2        # retraction counters appear once per TP rank
+ADDED_LABEL_VALUE = "sim-0"   # the value of a variant's added labels
 FINISH_REASONS = {
     "vllm": ("stop", "length", "abort", "error", "repetition"),
     "lmdeploy": ("stop", "length", "abort", "error", "cancel"),
@@ -138,6 +139,28 @@ def era_version(spec: EngineSpec, era: str) -> Version:
         raise ValueError(f"unknown metric-name era {era!r} (known: {', '.join(ERAS)}, or a release version)") from None
 
 
+def stand_ins(spec: EngineSpec) -> dict[str, str]:
+    """For a variant: each base series it does not export -> its own series standing in for it, the
+    newest later source of the same base signal with the same type and labels (NIM, re-exporting
+    vLLM releases before `inter_token_latency_seconds`, carries those samples as the older
+    `time_per_output_token_seconds`, as vLLM itself did)."""
+    if spec.base is None:
+        return {}
+    base = load_catalog(spec.path.parent / f"{spec.base}.yaml")
+    out = {}
+    for signal in base.signals.values():
+        for i, source in enumerate(signal.sources):
+            missing = source.metric
+            if spec.exported_name(missing.name) is not None:
+                continue
+            for later in signal.sources[i + 1:]:
+                standing = spec.exported_name(later.metric.name)
+                if standing and (later.metric.type, later.metric.labels) == (missing.type, missing.labels):
+                    out[missing.name] = standing
+                    break
+    return out
+
+
 class Registry:
     """The series of one engine process; labels are checked against the catalog."""
 
@@ -148,6 +171,7 @@ class Registry:
         self.version = era_version(spec, era)
         self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(self.version, self.version)}
         self.renamed = era_names(spec, era) if era in ERAS else version_names(spec, self.version)
+        self.stand_ins = stand_ins(spec)
 
     def _exported(self, name: str) -> Metric | None:
         """The catalog metric `name` is exported as in this registry's era (None: not exported).
@@ -155,7 +179,7 @@ class Registry:
         A variant's emitter is its base engine's, so `name` is the base's name, translated here.
         """
         if self.spec.base is not None:
-            name = self.spec.exported_name(name)
+            name = self.spec.exported_name(name) or self.stand_ins.get(name)
             if name is None or name not in self.metrics:
                 return None
         if name in self.renamed:
@@ -259,7 +283,9 @@ class EngineMetrics:
         self.model = model
         self.state = state
         self.target = target        # the scrape target's labels (job, instance, ...) for backfill
-        self.reg = Registry(spec, self.constant_labels(), era)
+        # a variant's exporter adds labels of its own (Ray's WorkerId, ...): one fixed value per process
+        added = {label: ADDED_LABEL_VALUE for label in spec.added_labels}
+        self.reg = Registry(spec, {**added, **self.constant_labels()}, era)
         self.build()
 
     def constant_labels(self) -> dict[str, str]:

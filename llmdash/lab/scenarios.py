@@ -66,14 +66,17 @@ class Replica:
     def instance(self, engine: str, model: str) -> str:
         return instance_label(engine, model + (f"-{self.name}" if self.name else ""))
 
-    def target_labels(self, engine: str, model: str, live: bool = False) -> str:
+    def target_labels(self, engine: str, model: str, live: bool = False,
+                      selectors: tuple[tuple[str, str], ...] = ()) -> str:
         """The labels Prometheus attaches to this process's series when it scrapes it. `live`: the
         labels a single /metrics serving several replicas must carry itself (none for the classic
-        single instance; instance, cluster and namespace for a fleet, scraped with honor_labels)."""
+        single instance; instance, cluster and namespace for a fleet, scraped with honor_labels).
+        `selectors`: the engine catalog's default selectors (e.g. job="nim"), which the scrape
+        configuration the catalog expects sets, so the backfill carries them too."""
         if live and self == SINGLE[0]:
             return ""
         labels = {"job": "" if live else JOB, "instance": self.instance(engine, model),
-                  "cluster": self.cluster, "namespace": self.namespace}
+                  "cluster": self.cluster, "namespace": self.namespace, **({} if live else dict(selectors))}
         return ",".join(f'{k}="{v}"' for k, v in labels.items() if v)
 
     def offered(self, model_load: Callable[[float], Load]) -> Callable[[float], Load]:
@@ -318,7 +321,7 @@ class Instance:
         state = lambda: self.sim.state  # noqa: E731 - read at scrape time
         model, replica = self.model.name, self.replica
         self.emitters = {engine: emitter_class(spec)(spec, model, state, replica.era,
-                                                     replica.target_labels(engine, model))
+                                                     replica.target_labels(engine, model, selectors=spec.selectors))
                          for engine, spec in self.specs.items()}
         self.sim.rec = Fanout(list(self.emitters.values()))
 
