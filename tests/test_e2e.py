@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 ENGINES = simulated_engines(load_all())
 ROW = "Throughput vs latency"
-LATENCY_PANELS = ("ITL p99", "TPOT p99", "TTFT p99")   # the divergence's choice: finest first
+LATENCY_PANELS = ("ITL p99", "TPOT p99", "TTFT p99", "Mean time per token")   # the divergence's choice: finest first
 PREEMPTION_PANELS = ("Preemptions/s", "Paused requests")
 QUIET = ("steady", "load-ramp", "idle", "restart")
 
