@@ -21,7 +21,8 @@ def metrics_used(sig: Signals, *roles: str) -> str:
         for i, source in enumerate(sig.spec.signal(role).sources):
             matchers = f"{{{source.match_text}}}" if source.match else ""
             kind = " histogram" if source.metric.type == "histogram" and not source.part else ""
-            label = f"`{source.series}{matchers}`{kind}" + (" (fallback for older versions)" if i else "")
+            per = f" ÷ `{source.per.name}{matchers}`" if source.per else ""
+            label = f"`{source.series}{matchers}`{kind}{per}" + (" (fallback for older versions)" if i else "")
             if label not in names:
                 names.append(label)
     return "Metrics: " + ", ".join(names) + "."
