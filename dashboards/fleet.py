@@ -57,7 +57,8 @@ def build_fleet_dashboard(config, recorded: frozenset[str]) -> dict:
             "the llmdash alerts firing, sorted by preemptions. Throughput alone stays green through a KV-cache "
             "collapse; the latency and preemption columns beside it do not. Click a model to open its engine's "
             f"dashboard. Metrics (recorded by llmdash's rules): `{names.throughput(config.divergence.window)}`, "
-            f"`{names.token_latency_p99()}`, `{names.token_latency_mean()}`, `{names.quantile('ttft', 0.99)}`, `{names.preemptions_per_request()}`, "
+            f"`{names.token_latency_p99()}`, `{names.token_latency_mean()}`, `{names.quantile('ttft', 0.99)}`, "
+            f"`{names.preemptions_per_request()}`, "
             f"`{names.gauge('kv_usage')}`, `ALERTS`."),
         [(f"{scale}{read(name)}", title, unit) for name, scale, title, unit in columns if name in recorded]
         + [(f"count{promql.by(model_labels)} ({firing})", "Firing alerts", "short")],

@@ -458,7 +458,8 @@ class _Parser:
         notes = self.label_values(data.get("notes", {}), "notes")
         signals = {}
         for role, body in base["signals"].items():
-            sources = [{**src, "metric": names(src["metric"])[i], **({"per": names(src["per"])[i]} if "per" in src else {})}
+            sources = [{**src, "metric": names(src["metric"])[i],
+                        **({"per": names(src["per"])[i]} if "per" in src else {})}
                        for i in range(len(renames)) for src in body["sources"]
                        if src["metric"] in kept and src.get("per", src["metric"]) in kept]
             note = notes.get(role, body.get("note"))

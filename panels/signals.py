@@ -312,8 +312,9 @@ class Signals:
         return promql.divide(self.throughput(group, d.window), self.throughput_baseline(group))
 
     def divergence_condition(self, group=None) -> str:
-        """Headline latency (p99, or the mean where the engine has no histogram) / baseline, per model, while it is >= factor and output tok/s stays within
-        the band of its own baseline and above the traffic floor (too few tokens make p99 noise)."""
+        """Headline latency (p99; the mean where the engine has no histogram) / baseline, per model, while it is
+        >= factor and output tok/s stays within the band of its own baseline and above the traffic floor (too few
+        tokens make p99 noise)."""
         d = self.config.divergence
         latency_up = f"{self.latency_vs_baseline(group)} >= {d.latency_factor:g}"
         throughput_holds = f"abs({self.throughput_vs_baseline(group)} - 1) <= {d.throughput_band:g}"

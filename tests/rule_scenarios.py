@@ -202,10 +202,12 @@ def _role_series(spec, role, source, labels, traffic) -> list[tuple[str, _Series
     return []
 
 
-def _mean(spec: EngineSpec, role: str, source: Source, labels: dict, traffic: list[Traffic]) -> list[tuple[str, _Series]]:
+def _mean(spec: EngineSpec, role: str, source: Source, labels: dict,
+          traffic: list[Traffic]) -> list[tuple[str, _Series]]:
     """A mean's seconds counter (ITL's latency model per token) and, unless another signal emits it, its tokens."""
     fast, slow = LATENCY["itl"]
-    seconds = _counter(traffic, lambda t: t.tokens_per_s * ((1 - t.slow_share) * fast + t.slow_share * slow * t.slow_scale))
+    per_token = lambda t: (1 - t.slow_share) * fast + t.slow_share * slow * t.slow_scale  # noqa: E731
+    seconds = _counter(traffic, lambda t: t.tokens_per_s * per_token(t))
     series = [(source.series, _Series(labels, seconds))]
     emitted = {s.metric.name for r, signal in spec.signals.items() if r != role for s in signal.sources}
     if source.per.name not in emitted:

@@ -82,7 +82,8 @@ def test_mean_latency_is_seconds_over_the_per_counter_per_model(llama_copy):
     ("sources: [{metric: llamacpp:tokens_predicted_seconds_total}]", "per: missing"),
     ("sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: llamacpp:requests_deferred}]",
      "per: 'llamacpp:requests_deferred' is not a counter"),
-    ("sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: nope_total}]", "per: 'nope_total' is not a counter"),
+    ("sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: nope_total}]",
+     "per: 'nope_total' is not a counter"),
     ("sources: [{metric: llamacpp:tokens_predicted_total, per: llamacpp:prompt_tokens_total}]", "is not in seconds"),
 ])
 def test_a_mean_needs_a_seconds_counter_and_a_counter_to_divide_by(llama_copy, source, problem):
