@@ -45,17 +45,20 @@ def build_fleet_dashboard(config, recorded: frozenset[str]) -> dict:
     legend = " ".join("{{" + label + "}}" for label in (MODEL_LABEL, ENGINE_LABEL, *groups))
     columns = [(names.throughput(config.divergence.window), "", "Output tok/s", "short"),
                (names.token_latency_p99(), "", "ITL p99", "s"),
+               (names.token_latency_mean(), "", "Mean time per token", "s"),
                (names.quantile("ttft", 0.99), "", "TTFT p99", "s"),
                (names.preemptions_per_request(), "100 * ", "Preemptions per 100 requests", "short"),
                (names.gauge("kv_usage"), "", "KV-cache usage (max)", "percentunit")]
     models = builders.Table(
         "Models, worst first", (
             "One row per engine, group and model: output tokens/s, ITL p99 (per-request TPOT p99 where the engine "
-            "has no ITL), TTFT p99, preemptions per 100 finished requests, the fullest replica's KV-cache usage and "
+            "has no ITL; the mean time per token, in its own column, where it has no latency histogram), TTFT p99, "
+            "preemptions per 100 finished requests, the fullest replica's KV-cache usage and "
             "the llmdash alerts firing, sorted by preemptions. Throughput alone stays green through a KV-cache "
             "collapse; the latency and preemption columns beside it do not. Click a model to open its engine's "
             f"dashboard. Metrics (recorded by llmdash's rules): `{names.throughput(config.divergence.window)}`, "
-            f"`{names.token_latency_p99()}`, `{names.quantile('ttft', 0.99)}`, `{names.preemptions_per_request()}`, "
+            f"`{names.token_latency_p99()}`, `{names.token_latency_mean()}`, `{names.quantile('ttft', 0.99)}`, "
+            f"`{names.preemptions_per_request()}`, "
             f"`{names.gauge('kv_usage')}`, `ALERTS`."),
         [(f"{scale}{read(name)}", title, unit) for name, scale, title, unit in columns if name in recorded]
         + [(f"count{promql.by(model_labels)} ({firing})", "Firing alerts", "short")],

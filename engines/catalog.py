@@ -61,6 +61,8 @@ ROLES = {
     "ttft": ("histogram",),
     "itl": ("histogram",),
     "tpot": ("histogram",),
+    # a seconds counter divided by the counter its source names in `per`: a mean, where no histogram exists
+    "token_latency_mean": ("counter",),
     "preemptions": ("counter", "gauge"),
     "preemptions_per_request": ("histogram",),
     "retracted_input_tokens": ("counter",),
@@ -69,9 +71,11 @@ ROLES = {
     "waiting": ("gauge",),
     "running": ("gauge",),
 }
-REQUIRED_ROLES = ("throughput", "requests", "waiting", "running")
+REQUIRED_ROLES = ("throughput", "waiting", "running")
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).
-DECLARED_ROLES = ("kv_usage", "preemptions")
+DECLARED_ROLES = ("requests", "kv_usage", "preemptions")
+LATENCY_HISTOGRAM_ROLES = ("itl", "tpot", "ttft")
+MEAN_LATENCY_ROLE = "token_latency_mean"   # its sources carry `per`: the counter the seconds are divided by
 # How a log line adds to the preemption count: the number it captures (`n`), the cumulative total it
 # carries (`n`, copied), or one per line.
 LOG_COUNTS = ("capture", "cumulative", "line")
@@ -127,6 +131,7 @@ class Source:
     # label -> value, or -> alternatives (a tuple; "" matches a series without the label)
     match: tuple[tuple[str, str | tuple[str, ...]], ...] = ()
     part: str | None = None  # "sum"/"count" of a histogram used as a counter
+    per: Metric | None = None  # a mean's denominator: the counter this seconds counter is divided by
 
     @property
     def match_text(self) -> str:
@@ -390,8 +395,13 @@ class _Parser:
         for role in DECLARED_ROLES:
             if role not in signals:
                 raise self.fail(f"signals.{role}", "missing (give its sources, or none and a note saying why)")
-        if not any(signals.get(r) and signals[r].sources for r in ("itl", "tpot", "ttft")):
-            raise self.fail("signals", "no latency histogram (itl, tpot or ttft)")
+        if not any(signals.get(r) and signals[r].sources for r in LATENCY_HISTOGRAM_ROLES + (MEAN_LATENCY_ROLE,)):
+            raise self.fail("signals", f"no latency signal (a histogram for itl, tpot or ttft, or {MEAN_LATENCY_ROLE})")
+        preemptions = signals.get("preemptions")
+        if preemptions and preemptions.sources and preemptions.sources[0].kind == "counter" and \
+                not signals["requests"].sources:
+            raise self.fail("signals.requests", "a preemption counter is read per finished request: "
+                                                "give the requests counter")
         slo = self.slo_defaults(data["slo_defaults"], signals)
         return EngineSpec(engine, self.text(data["title"], "title"), exporter, model_label, first, last, slo,
                           metrics, signals, self.path, log_patterns=self.log_patterns(data.get("logs")),
@@ -469,8 +479,11 @@ class _Parser:
             copies = []
             for i in range(len(renames)):
                 for src in body["sources"]:
-                    copy = {**src, "metric": renamed(src["metric"])[i]} if src["metric"] in kept else None
-                    if copy and copy["metric"] and copy not in copies:
+                    if src["metric"] not in kept or src.get("per", src["metric"]) not in kept:
+                        continue
+                    copy = {**src, "metric": renamed(src["metric"])[i],
+                            **({"per": renamed(src["per"])[i]} if "per" in src else {})}
+                    if copy["metric"] and copy.get("per", True) and copy not in copies:
                         copies.append(copy)
             note = notes.get(role, body.get("note"))
             if body["sources"] and not copies and role not in notes:
@@ -632,7 +645,7 @@ class _Parser:
         return Signal(role, sources, self.text(note, f"{key}.note") if note else "")
 
     def source(self, key, body, metrics, role, model_label: str | None) -> Source:
-        body = self.mapping(body, key, ("metric",), ("match", "part"))
+        body = self.mapping(body, key, ("metric",), ("match", "part", "per"))
         name = body["metric"]
         if not isinstance(name, str) or name not in metrics:
             raise self.fail(f"{key}.metric", f"{shorten(name)} is not in this catalog's metrics")
@@ -643,6 +656,7 @@ class _Parser:
         kind = "counter" if part else metric.type
         if kind not in ROLES[role]:
             raise self.fail(key, f"{name} is a {kind}; role {role} needs a {' or '.join(ROLES[role])}")
+        per = self.per(key, body, metrics, role)
         match = body.get("match") or {}
         if not isinstance(match, dict):
             raise self.fail(f"{key}.match", "expected a mapping of label to value")
@@ -662,4 +676,19 @@ class _Parser:
                                 f'add "" to the values, or older versions match nothing')
         if model_label is not None and model_label not in metric.labels_at(metric.since):
             raise self.fail(f"{key}.metric", f"{name} lacks the model label {model_label!r}")
-        return Source(metric, tuple(sorted(values.items())), part)
+        return Source(metric, tuple(sorted(values.items())), part, per)
+
+    def per(self, key: str, body: dict, metrics: dict[str, Metric], role: str) -> Metric | None:
+        """A mean's denominator: required for the mean latency role (a seconds counter), allowed nowhere else."""
+        if role != MEAN_LATENCY_ROLE:
+            if "per" in body:
+                raise self.fail(f"{key}.per", f"only a {MEAN_LATENCY_ROLE} source is divided by another counter")
+            return None
+        if metrics[body["metric"]].unit not in UNIT_TO_SECONDS:
+            raise self.fail(f"{key}.metric", f"{body['metric']} is not in seconds (give it a unit)")
+        name = body.get("per")
+        if name is None:
+            raise self.fail(f"{key}.per", "missing: the counter the seconds are divided by")
+        if not isinstance(name, str) or name not in metrics or metrics[name].type != "counter":
+            raise self.fail(f"{key}.per", f"{shorten(name)} is not a counter in this catalog's metrics")
+        return metrics[name]

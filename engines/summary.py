@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from llmdash.engines.catalog import EngineSpec, Source
 
-HEADER = ("| Engine: title (versions covered) | Throughput | Latency histograms | Preemption signal |\n"
+HEADER = ("| Engine: title (versions covered) | Throughput | Latency | Preemption signal |\n"
           "|---|---|---|---|")
-LATENCY_ROLES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT"}
+LATENCY_ROLES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "token_latency_mean": "mean time per token"}
 
 
 def _source(spec: EngineSpec, source: Source) -> str:
     """`series{label="value"}`, with the versions it covers when not all of the engine's."""
     matchers = source.match_text.replace("|", "\\|")  # a bare | would split the markdown table's cell
     text = f"`{source.series}{{{matchers}}}`" if matchers else f"`{source.series}`"
+    if source.per is not None:
+        text += f" ÷ `{source.per.name}`"
     metric = source.metric
     if metric.exposed_until is not None:
         return f"{text} (before {metric.exposed_until})"

@@ -6,7 +6,7 @@ engine offers is read from its spec's roles, and engine-specific caveats from it
 from __future__ import annotations
 
 from llmdash.panels import builders
-from llmdash.panels.signals import INFO, Signals
+from llmdash.panels.signals import INFO, MEAN_WHY, Signals
 
 PREEMPTION_TITLES = {"counter": "Preemptions/s", "gauge": "Paused requests"}
 DIVERGENCE_TITLE = "Latency vs throughput divergence"
@@ -21,7 +21,8 @@ def metrics_used(sig: Signals, *roles: str) -> str:
         for i, source in enumerate(sig.spec.signal(role).sources):
             matchers = f"{{{source.match_text}}}" if source.match else ""
             kind = " histogram" if source.metric.type == "histogram" and not source.part else ""
-            label = f"`{source.series}{matchers}`{kind}" + (" (fallback for older versions)" if i else "")
+            per = f" ÷ `{source.per.name}{matchers}`" if source.per else ""
+            label = f"`{source.series}{matchers}`{kind}{per}" + (" (fallback for older versions)" if i else "")
             if label not in names:
                 names.append(label)
     return "Metrics: " + ", ".join(names) + "."
@@ -63,6 +64,11 @@ def throughput_tile(sig: Signals, config):
 
 
 def requests_tile(sig: Signals, config):
+    if not sig.spec.has("requests"):
+        return builders.text(
+            "Requests/s", describe(sig, "This engine counts no finished requests.",
+                                   "Throughput and the latency panels still show a collapse.", "requests"),
+            "**No request counter.** Watch *Output tok/s* and the latency tiles.", width=3)
     return builders.stat(
         "Requests/s", describe(sig, "Finished requests per second.",
                                "Like throughput, it does not drop when requests are being preempted.", "requests"),
@@ -85,8 +91,14 @@ def latency_tile(role: str, levels_name: str):
 
 
 def token_latency_tile(sig: Signals, config):
-    """ITL p99 where the engine has it, else per-request TPOT p99."""
+    """ITL p99 where the engine has it, else per-request TPOT p99, else the mean time per token."""
     role = sig.token_latency_role
+    if role and sig.is_mean(role):
+        return builders.stat(
+            INFO[role].title, describe(
+                sig, f"Mean {INFO[role].meaning} over all selected series.",
+                f"{MEAN_WHY} It has no threshold colours: the ITL p99 thresholds do not apply to a mean.", role),
+            [(sig.mean_latency(group=()), "mean")], INFO[role].unit, builders.thresholds(None, base="blue"), width=3)
     return latency_tile(role, "itl_p99_seconds")(sig, config) if role else None
 
 
@@ -163,8 +175,15 @@ def latency_chart(role: str, levels_name: str | None, width: int = 8):
 
 
 def token_latency_chart(sig: Signals, config):
-    """ITL p99 where the engine has it, else per-request TPOT p99: the finer latency beside throughput."""
+    """ITL p99 where the engine has it, else per-request TPOT p99, else the mean time per token: the finer
+    latency beside throughput."""
     role = sig.token_latency_role
+    if role and sig.is_mean(role):
+        return builders.timeseries(
+            INFO[role].title, describe(
+                sig, f"Mean {INFO[role].meaning}, per model: decode seconds divided by generated tokens.",
+                f"A preempted or stalled request's wait is added to its decode time. {MEAN_WHY}", role),
+            [(sig.mean_latency(), _model_legend(sig, " mean"))], INFO[role].unit, width=8)
     return latency_chart(role, "itl_p99_seconds")(sig, config) if role else None
 
 
@@ -243,13 +262,14 @@ def divergence_chart(sig: Signals, config):
     role = sig.latency_role
     return builders.timeseries(
         DIVERGENCE_TITLE, describe(
-            sig, f"{INFO[role].title} over {d.window} divided by its baseline (the median of that p99 over the "
+            sig, f"{INFO[role].title} over {d.window} divided by its baseline (the median of that value over the "
             f"{d.baseline_window} that ended {d.baseline_offset} ago, sampled every {d.baseline_resolution}), and "
             f"output tok/s over {d.window} divided by its median over the same {d.baseline_window}, per model. The "
             "baselines are offset so that an incident does not become its own baseline while it lasts.",
             f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
-            "Divergence annotation marks. A load increase moves both lines up together.", role, "throughput"),
+            "Divergence annotation marks. A load increase moves both lines up together."
+            + (f" {MEAN_WHY}" if sig.is_mean(role) else ""), role, "throughput"),
         [(sig.latency_vs_baseline(), _model_legend(sig, f" {INFO[role].title} ÷ baseline")),
          (sig.throughput_vs_baseline(), _model_legend(sig, " tok/s ÷ baseline"))], "suffix:×",
         [{"color": "green", "value": None}, {"color": "red", "value": d.latency_factor}])
@@ -308,8 +328,9 @@ def slo_chart(role: str, target_name: str):
 
 
 def slo_latency_chart(sig: Signals, config):
+    """Needs a histogram bucket at the target: none where the only token latency is a mean."""
     role = sig.token_latency_role
-    return slo_chart(role, "itl_seconds")(sig, config) if role else None
+    return slo_chart(role, "itl_seconds")(sig, config) if role and not sig.is_mean(role) else None
 
 
 # ---- instance drill-down -----------------------------------------------------------------------
@@ -346,10 +367,12 @@ def top_instances_by_latency(sig: Signals, config):
     if not sig.spec.has(role):
         return None
     info = INFO[role]
+    statistic = "mean" if sig.is_mean(role) else "p99"
     return builders.Table(
         f"Top instances by {info.title}", describe(
-            sig, f"The ten instances with the highest {info.meaning} p99 right now, per instance, read from the raw "
-            "series of the selected instances.",
-            "A stalled replica hides in a model-wide p99 that mixes it with healthy ones; here it is named.", role),
-        [(f"topk(10, {sig.quantile(role, 0.99, sig.instance_group)})", info.title, info.unit)], info.title,
+            sig, f"The ten instances with the highest {info.meaning} {statistic} right now, per instance, read from "
+            "the raw series of the selected instances.",
+            f"A stalled replica hides in a model-wide {statistic} that mixes it with healthy ones; here it is named.",
+            role),
+        [(f"topk(10, {sig.latency(role, sig.instance_group)})", info.title, info.unit)], info.title,
         links=_instance_link(sig), link_column=config.fleet.instance_label)

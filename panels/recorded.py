@@ -59,8 +59,24 @@ class RecordedNames:
         """ITL p99, else per-request TPOT p99: one name for the fleet view across engines."""
         return self._model("llm_token_latency_seconds", f"p99_rate{self.config.divergence.window}")
 
+    def latency(self, role: str) -> str:
+        """A latency role's headline record: its p99, or the mean time per token."""
+        return self.token_latency_mean() if Signals.is_mean(role) else self.quantile(role, 0.99)
+
     def latency_baseline(self, role: str) -> str:
+        if Signals.is_mean(role):
+            return self._model("llm_token_latency_seconds", "mean_baseline")
         return self._model(f"llm_{role}_seconds", "p99_baseline")
+
+    def token_latency_mean_parts(self) -> tuple[str, str]:
+        """Decode seconds/s and tokens/s of the mean, like a histogram's _sum and _count rates."""
+        window = f"rate{self.config.divergence.window}"
+        return (self._model("llm_token_latency_seconds_sum", window),
+                self._model("llm_token_latency_seconds_count", window))
+
+    def token_latency_mean(self) -> str:
+        """Mean time per token where the engine has no latency histogram (never mixed with a p99)."""
+        return self._model("llm_token_latency_seconds", f"mean_rate{self.config.divergence.window}")
 
     def preemptions(self) -> str:
         return self._model("llm_preemptions", f"rate{self.config.preemption.window}")
@@ -178,6 +194,15 @@ class RecordedSignals(Signals):
         group = self._group(group)
         le = self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds))
         return promql.divide(self._bucket(role, le, group), self._bucket(role, "+Inf", group))
+
+    def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
+        seconds, tokens = self.names.token_latency_mean_parts()
+        return self._read(seconds, "sum", group), self._read(tokens, "sum", group)
+
+    def mean_latency(self, group=None, window=None) -> str:
+        if group is None:
+            return self._read(self.names.token_latency_mean(), "sum", group)
+        return promql.divide(*self.mean_latency_parts(group))
 
     def latency_baseline(self, group=None) -> str:
         return self._read(self.names.latency_baseline(self.latency_role), "max", group)

@@ -26,12 +26,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
+from llmdash.engines.catalog import (LATENCY_HISTOGRAM_ROLES, MEAN_LATENCY_ROLE, UNIT_TO_SECONDS, EngineSpec, Source,
+                                     bound_problem, bucket_for)
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 
-LATENCY_ROLES = ("itl", "tpot", "ttft")
+LATENCY_ROLES = LATENCY_HISTOGRAM_ROLES + (MEAN_LATENCY_ROLE,)  # the divergence's choice: finest histogram first
+TOKEN_LATENCY_ROLES = ("itl", "tpot", MEAN_LATENCY_ROLE)          # per-token latency, finest first
 ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
 LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count preemption log lines into
 MODEL_LABEL = "model_name"  # what recorded series and alerts call the model, whatever the engine calls it
@@ -52,7 +54,12 @@ INFO = {
     "ttft": SignalInfo("TTFT p99", "s", "time to first token"),
     "itl": SignalInfo("ITL p99", "s", "inter-token latency"),
     "tpot": SignalInfo("TPOT p99", "s", "time per output token of a whole request"),
+    MEAN_LATENCY_ROLE: SignalInfo("Mean time per token", "s", "decode time per generated token"),
 }
+MEAN_WHY = ("It is a mean over the requests that finished in the window (the engine adds a request's decode time and "
+            "tokens when it finishes, and has no latency histogram), so it moves late and less than a p99: a stall "
+            "that hits a few requests is averaged over every token of every request, and a stalled request counts "
+            "only once it finishes.")
 
 
 def fixed_selectors(spec: EngineSpec, config) -> tuple[Matcher, ...]:
@@ -219,17 +226,41 @@ class Signals:
 
     @property
     def token_latency_role(self) -> str | None:
-        """ITL where the engine has it, else per-request TPOT: the per-token latency it can show."""
-        return next((role for role in ("itl", "tpot") if self.spec.has(role)), None)
+        """ITL where the engine has it, else per-request TPOT, else the mean time per token: the per-token
+        latency it can show."""
+        return next((role for role in TOKEN_LATENCY_ROLES if self.spec.has(role)), None)
 
     @property
     def latency_role(self) -> str:
-        """The finest latency histogram the engine has: ITL, else per-request TPOT, else TTFT."""
+        """The finest latency histogram the engine has (ITL, else per-request TPOT, else TTFT), else its mean
+        time per token."""
         return next(role for role in LATENCY_ROLES if self.spec.has(role))
 
     @property
     def latency_roles(self) -> tuple[str, ...]:
-        return tuple(role for role in LATENCY_ROLES if self.spec.has(role))
+        """The latency histograms the engine has."""
+        return tuple(role for role in LATENCY_HISTOGRAM_ROLES if self.spec.has(role))
+
+    @staticmethod
+    def is_mean(role: str) -> bool:
+        return role == MEAN_LATENCY_ROLE
+
+    def latency(self, role: str, group=None, window=None) -> str:
+        """A latency role's headline value in seconds: the p99 of a histogram, the mean of a mean role."""
+        return self.mean_latency(group, window) if self.is_mean(role) else self.quantile(role, 0.99, group, window)
+
+    def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
+        """(seconds/s, tokens/s) of the mean role, summed per group with fallbacks per replica."""
+        window = window or self.window
+        role = MEAN_LATENCY_ROLE
+        seconds = self._per_series(role, lambda s: promql.rate(self._select(s), window), "sum", group)
+        tokens = self._per_series(role, lambda s: promql.rate(self._select(s, s.per.name), window), "sum", group)
+        scale = self.scale(role)
+        return (seconds if scale == 1.0 else f"{seconds} * {scale:g}"), tokens
+
+    def mean_latency(self, group=None, window=None) -> str:
+        """Seconds per token over the requests that finished in the window: rate(seconds) / rate(tokens)."""
+        return promql.divide(*self.mean_latency_parts(group, window))
 
     def slo_target(self, name: str) -> float | None:
         """SLO target in seconds: the config's, else the catalog default; None when neither applies."""
@@ -265,11 +296,11 @@ class Signals:
         return f"quantile_over_time(0.5, ({expr})[{d.baseline_window}:{d.baseline_resolution}] offset {d.baseline_offset})"
 
     def latency_baseline(self, group=None) -> str:
-        return self._baseline(self.quantile(self.latency_role, 0.99, group, self.config.divergence.window))
+        return self._baseline(self.latency(self.latency_role, group, self.config.divergence.window))
 
     def latency_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
-        return promql.divide(self.quantile(self.latency_role, 0.99, group, d.window), self.latency_baseline(group))
+        return promql.divide(self.latency(self.latency_role, group, d.window), self.latency_baseline(group))
 
     def throughput_baseline(self, group=None) -> str:
         """Output tok/s over the same offset window as the latency baseline: a load increase stays outside
@@ -281,8 +312,9 @@ class Signals:
         return promql.divide(self.throughput(group, d.window), self.throughput_baseline(group))
 
     def divergence_condition(self, group=None) -> str:
-        """Latency p99 / baseline, per model, while it is >= factor and output tok/s stays within
-        the band of its own baseline and above the traffic floor (too few tokens make p99 noise)."""
+        """Headline latency (p99; the mean where the engine has no histogram) / baseline, per model, while it is
+        >= factor and output tok/s stays within the band of its own baseline and above the traffic floor (too few
+        tokens make p99 noise)."""
         d = self.config.divergence
         latency_up = f"{self.latency_vs_baseline(group)} >= {d.latency_factor:g}"
         throughput_holds = f"abs({self.throughput_vs_baseline(group)} - 1) <= {d.throughput_band:g}"

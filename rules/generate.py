@@ -50,15 +50,20 @@ def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
     baseline = lambda expr: f"quantile_over_time(0.5, {expr}[{d.baseline_window}] offset {d.baseline_offset})"  # noqa: E731
     records = [(names.throughput(d.window), model_name(raw.throughput(window=d.window))),
                (names.throughput_baseline(), baseline(rec.throughput()))]
-    records.append((names.requests(), model_name(raw.requests(window=p.window))))
+    if spec.has("requests"):
+        records.append((names.requests(), model_name(raw.requests(window=p.window))))
     for role in raw.latency_roles:
         records.append((names.buckets(role), model_name(raw.bucket_rates(role, window=d.window))))
         records += [(names.quantile(role, q), promql.quantile(q, rec.bucket_rates(role), raw.scale(role)))
                     for q in (0.99, 0.5)]
-    if raw.token_latency_role:
-        records.append((names.token_latency_p99(), rec.quantile(raw.token_latency_role, 0.99)))
-    latency_p99 = rec.quantile(raw.latency_role, 0.99)
-    records.append((names.latency_baseline(raw.latency_role), baseline(latency_p99)))
+    token_role = raw.token_latency_role
+    if token_role and raw.is_mean(token_role):
+        records += [(name, model_name(expr)) for name, expr in zip(names.token_latency_mean_parts(),
+                                                                   raw.mean_latency_parts(window=d.window))]
+        records.append((names.token_latency_mean(), promql.divide(*rec.mean_latency_parts())))
+    elif token_role:
+        records.append((names.token_latency_p99(), rec.quantile(token_role, 0.99)))
+    records.append((names.latency_baseline(raw.latency_role), baseline(rec.latency(raw.latency_role))))
     records += [(names.gauge(role), model_name(raw.gauge(role, reduce=reduce)))
                 for role, reduce in (("kv_usage", "max"), ("waiting", "sum"), ("running", "sum")) if spec.has(role)]
     if spec.has("preemptions"):
@@ -237,8 +242,8 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
     else:
         role = sig.token_latency_role
         name, levels = ITL_HIGH, config.thresholds.itl_p99_seconds
-    if role is None or not sig.spec.has(role):
-        return None
+    if role is None or not sig.spec.has(role) or sig.is_mean(role):
+        return None     # a p99 threshold compared with a mean would stay silent through most stalls
     info = INFO[role]
     w = config.divergence.window
     stand_in = " (per-request TPOT: this engine has no ITL histogram)" if which != "ttft" and role == "tpot" else ""
@@ -287,7 +292,7 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
         keep_firing_for=p.keep_firing_for)
 
 
-MISSING_ROLES = ("preemptions", "throughput", "itl", "tpot", "ttft")
+MISSING_ROLES = ("preemptions", "throughput", "itl", "tpot", "ttft", "token_latency_mean")
 
 
 def signals_missing(sig: Signals, config) -> list[dict]:

@@ -197,7 +197,22 @@ def _role_series(spec, role, source, labels, traffic) -> list[tuple[str, _Series
         return [(source.series, _Series(labels, [gauges[role](t) for t in traffic]))]
     if role in LATENCY:
         return _histogram(spec, source, labels, traffic, role)
+    if source.per is not None:
+        return _mean(spec, role, source, labels, traffic)
     return []
+
+
+def _mean(spec: EngineSpec, role: str, source: Source, labels: dict,
+          traffic: list[Traffic]) -> list[tuple[str, _Series]]:
+    """A mean's seconds counter (ITL's latency model per token) and, unless another signal emits it, its tokens."""
+    fast, slow = LATENCY["itl"]
+    per_token = lambda t: (1 - t.slow_share) * fast + t.slow_share * slow * t.slow_scale  # noqa: E731
+    seconds = _counter(traffic, lambda t: t.tokens_per_s * per_token(t))
+    series = [(source.series, _Series(labels, seconds))]
+    emitted = {s.metric.name for r, signal in spec.signals.items() if r != role for s in signal.sources}
+    if source.per.name not in emitted:
+        series.append((source.per.name, _Series(labels, _counter(traffic, lambda t: t.tokens_per_s))))
+    return series
 
 
 def _histogram(spec: EngineSpec, source: Source, labels: dict, traffic: list[Traffic],

@@ -9,7 +9,8 @@ from packaging.version import Version
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
 
-ENGINES = ["dynamo", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "tgi", "vllm"]
+ENGINES = ["dynamo", "llama-cpp", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve",
+           "tensorrt-llm-triton", "tgi", "vllm"]
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -127,7 +128,7 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, lmdeploy, nim, ray-serve-vllm, sglang"):
+    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, llama-cpp, lmdeploy, nim, ray-serve-vllm, sglang"):
         load_engine("mlc-llm")
 
 

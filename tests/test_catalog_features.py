@@ -8,6 +8,7 @@ import pytest
 
 from llmdash.config import Config
 from llmdash.engines.catalog import CATALOG_DIR, EXPORTERS, load_catalog
+from llmdash.errors import LlmdashError
 from llmdash.panels.signals import Signals, fixed_selectors
 from llmdash.rules.generate import build_rules
 
@@ -55,3 +56,80 @@ def test_catalog_selectors_apply_unless_the_config_sets_the_label(tmp_path):
     rules = build_rules(spec, Config())
     exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
     assert all('job="vllm-prod"' in e for e in exprs if "vllm:" in e)
+
+
+# ---- a mean latency (`per:`) and an optional requests counter (llama.cpp) ----------------------------
+
+@pytest.fixture
+def llama_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "llama-cpp.yaml"
+    shutil.copy(CATALOG_DIR / "llama-cpp.yaml", target)
+    return target
+
+
+MEAN_SOURCE = "sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: llamacpp:tokens_predicted_total}]"
+
+
+def test_mean_latency_is_seconds_over_the_per_counter_per_model(llama_copy):
+    sig = Signals(load_catalog(llama_copy), Config(), (), "5m")
+    assert sig.latency_role == sig.token_latency_role == "token_latency_mean"
+    assert sig.latency("token_latency_mean") == (
+        "(sum by (cluster, namespace, model_name) (rate(llamacpp:tokens_predicted_seconds_total[5m]))) / "
+        "(sum by (cluster, namespace, model_name) (rate(llamacpp:tokens_predicted_total[5m])) > 0)")
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("sources: [{metric: llamacpp:tokens_predicted_seconds_total}]", "per: missing"),
+    ("sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: llamacpp:requests_deferred}]",
+     "per: 'llamacpp:requests_deferred' is not a counter"),
+    ("sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: nope_total}]",
+     "per: 'nope_total' is not a counter"),
+    ("sources: [{metric: llamacpp:tokens_predicted_total, per: llamacpp:prompt_tokens_total}]", "is not in seconds"),
+])
+def test_a_mean_needs_a_seconds_counter_and_a_counter_to_divide_by(llama_copy, source, problem):
+    llama_copy.write_text(llama_copy.read_text().replace(MEAN_SOURCE, source))
+    with pytest.raises(LlmdashError, match=problem):
+        load_catalog(llama_copy)
+
+
+def test_per_is_refused_outside_the_mean_role(llama_copy):
+    llama_copy.write_text(llama_copy.read_text().replace(
+        "sources: [{metric: llamacpp:tokens_predicted_total}]",
+        "sources: [{metric: llamacpp:tokens_predicted_total, per: llamacpp:prompt_tokens_total}]"))
+    with pytest.raises(LlmdashError, match="throughput.sources.0..per: only a token_latency_mean source"):
+        load_catalog(llama_copy)
+
+
+def test_requests_must_be_declared_and_a_preemption_counter_needs_it(tmp_path):
+    vllm = tmp_path / "vllm.yaml"
+    text = (CATALOG_DIR / "vllm.yaml").read_text()
+    start = text.index("  requests:")
+    lines = text[start:].splitlines()
+    # the requests block is the `requests:` line and its indented lines
+    body = [lines[0]]
+    for line in lines[1:]:
+        if not line.startswith("    "):
+            break
+        body.append(line)
+    original = "\n".join(body)
+    vllm.write_text(text.replace(original, "  requests: {sources: [], note: \"counts none\"}"))
+    with pytest.raises(LlmdashError, match="signals.requests: a preemption counter is read per finished request"):
+        load_catalog(vllm)
+    vllm.write_text(text.replace(original + "\n", ""))
+    with pytest.raises(LlmdashError, match="signals.requests: missing"):
+        load_catalog(vllm)
+
+
+def test_without_requests_or_histograms_the_dashboard_says_so_and_rules_skip_them(llama_copy):
+    from llmdash.dashboards.assemble import build_dashboard
+    spec = load_catalog(llama_copy)
+    dashboard = build_dashboard(spec, Config())
+    panels = {p["title"]: p for p in dashboard["panels"]}
+    assert panels["Requests/s"]["type"] == "text" and "No request counter" in panels["Requests/s"]["options"]["content"]
+    assert "Mean time per token" in panels and not any("p99" in title for title in panels)
+    assert not any("under" in title for title in panels)          # no SLO panel without a histogram
+    rules = build_rules(spec, Config())["groups"][0]["rules"]
+    records = [r["record"] for r in rules if "record" in r]
+    assert not any("llm_requests" in r for r in records)
+    assert "cluster_namespace_model_name:llm_token_latency_seconds:mean_rate5m" in records
+    assert not any(r.get("alert") in ("LLMServingITLP99High", "LLMServingTTFTP99High") for r in rules)

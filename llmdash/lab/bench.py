@@ -72,12 +72,12 @@ def naive_rules(spec: EngineSpec, config: Config) -> dict:
     """Two alerts an SRE might write without this project, from the same signals."""
     sig = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     d = config.divergence
-    role = sig.token_latency_role or "ttft"
+    role = sig.token_latency_role or "ttft"   # a mean-only engine: the naive SRE puts the ITL threshold on the mean
     threshold = (config.thresholds.itl_p99_seconds if role != "ttft" else config.thresholds.ttft_p99_seconds).critical
     rules = [
         {"alert": NAIVE_THROUGHPUT_DROP, "expr": f"{sig.throughput_vs_baseline()} < {1 - d.throughput_band:g}",
          "for": d.alert_for, "labels": {ENGINE_LABEL: spec.id}},
-        {"alert": NAIVE_STATIC_LATENCY, "expr": f"{sig.quantile(role, 0.99, window=d.window)} > {threshold:g}",
+        {"alert": NAIVE_STATIC_LATENCY, "expr": f"{sig.latency(role, window=d.window)} > {threshold:g}",
          "for": d.alert_for, "labels": {ENGINE_LABEL: spec.id}},
     ]
     return {"groups": [{"name": f"naive-{spec.id}", "interval": config.rules.interval, "rules": rules}]}

@@ -59,7 +59,7 @@ def summarise(engine: str, result: DashboardResult, onset: float, end: float) ->
         spans = ", ".join(f"{(r.start - onset) / 60:+.1f}..{(r.end - onset) / 60:+.1f} min" for r in mine[:4])
         more = f" (+{len(mine) - 4} more)" if len(mine) > 4 else ""
         lines.append(f"  {name}: fired {spans}{more} after the onset")
-    for title in ("Output tokens/s", "ITL p99", "TPOT p99", "TTFT p99"):
+    for title in ("Output tokens/s", "ITL p99", "TPOT p99", "TTFT p99", "Mean time per token"):
         points = _model_points(result, title, label)
         change = _change(points, onset, end) if points else None
         if change:

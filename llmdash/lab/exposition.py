@@ -12,7 +12,8 @@ counters repeat on every TP rank; TensorRT-LLM records per-request series at fin
 shows paused requests of the latest iteration; Triton keeps prometheus-cpp names; LMDeploy
 latches its gauges every 10 s and has no preemption metric; the Dynamo frontend sees only the
 stream (tokens per chunk, per-token ITL, requests counted when they end) and no KV or preemption;
-TGI records every per-request series when a request succeeds. An engine that exports no model
+TGI records every per-request series when a request succeeds; llama-server adds a request's generated tokens and
+decode time when it finishes. An engine that exports no model
 label gets it from the scrape target labels, as the user's relabeling would add it.
 
 Two text forms: OpenMetrics with timestamps in seconds (for `promtool tsdb
@@ -636,9 +637,46 @@ class TgiMetrics(EngineMetrics):
         self.batch.value = s.running
 
 
+class LlamaCppMetrics(EngineMetrics):
+    """llama-server: token and time counters move when a slot's prompt is done (prompt) or its request
+    finishes (generation); no labels (the model label comes from the scrape); gauges read at /metrics time.
+
+    The simulation underneath evicts under KV pressure (recompute), which llama-server's slots never do; the
+    eviction's wait lands between a request's first and last token, as a long stall would.
+    """
+
+    engine = "llama-cpp"
+
+    def constant_labels(self):
+        return {}
+
+    def build(self):
+        r = self.reg
+        self.predicted = r.cell("llamacpp:tokens_predicted_total")
+        self.predicted_seconds = r.cell("llamacpp:tokens_predicted_seconds_total")
+        self.prompt = r.cell("llamacpp:prompt_tokens_total")
+        self.prompt_seconds = r.cell("llamacpp:prompt_seconds_total")
+        self.deferred = r.cell("llamacpp:requests_deferred")
+        self.processing = r.cell("llamacpp:requests_processing")
+
+    def on_prefill_done(self, req, now):
+        """on_prompt_eval: the prompt's tokens and its processing time, once the prompt is done."""
+        self.prompt.value += req.prompt
+        self.prompt_seconds.value += now - req.first_scheduled
+
+    def on_finish(self, req, now):
+        """on_prediction: n_decoded and t_token_generation (first to last generated token) at finish."""
+        self.predicted.value += req.out
+        self.predicted_seconds.value += req.last_token - req.first_token if req.first_token is not None else 0.0
+
+    def gauges(self, s):
+        self.deferred.value = s.waiting
+        self.processing.value = s.running
+
+
 EMITTERS: dict[str, type[EngineMetrics]] = {
     cls.engine: cls for cls in (VllmMetrics, SglangMetrics, TrtllmServeMetrics, TritonMetrics, LmdeployMetrics,
-                                DynamoMetrics, TgiMetrics)
+                                DynamoMetrics, TgiMetrics, LlamaCppMetrics)
 }
 
 
