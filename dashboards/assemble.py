@@ -209,7 +209,7 @@ def annotations(sig: Signals, config) -> list[dict]:
                               "{{alertname}} {{model_name}}", step, "alertname,model_name"))
     entries.append(annotation(
         f"Divergence: {latency} up, throughput flat", sig.divergence(), "rgba(242, 73, 92, 1)",
-        f"Divergence {model}: {latency} ≥ {config.divergence.latency_factor:g}x baseline, "
+        f"Divergence {model}: {latency} ≥ {sig.latency_factor:g}x baseline, "
         f"tok/s within ±{config.divergence.throughput_band:.0%}", step, sig.spec.model_label))
     return entries
 

@@ -72,9 +72,11 @@ class Divergence:
     over `baseline_window`, sampled every `baseline_resolution`), while output tok/s over `window`
     stays within `throughput_band` of its `baseline_window` rate. The baseline window ends
     `baseline_offset` ago, so an incident shorter than offset + half the window never becomes its own
-    baseline."""
+    baseline. Where an engine has no latency histogram, its mean time per token takes the place of the
+    p99 with `mean_latency_factor`: a mean averages a stall over every token, so it rises less."""
 
     latency_factor: float = 2.0
+    mean_latency_factor: float = 1.5
     throughput_band: float = 0.2
     window: str = "5m"
     baseline_window: str = "1h"
@@ -306,8 +308,9 @@ def _check(config: Config, path: Path) -> None:
         if getattr(config.slo, name) is not None and getattr(config.slo, name) <= 0:
             bad(f"slo.{name}", "must be a positive number of seconds")
     div = config.divergence
-    if div.latency_factor <= 1:
-        bad("divergence.latency_factor", f"must be above 1, got {div.latency_factor:g}")
+    for name in ("latency_factor", "mean_latency_factor"):
+        if getattr(div, name) <= 1:
+            bad(f"divergence.{name}", f"must be above 1, got {getattr(div, name):g}")
     if not 0 < div.throughput_band < 1:
         bad("divergence.throughput_band", f"must be between 0 and 1, got {div.throughput_band:g}")
     # Windows, steps and intervals must be positive; a `for` of 0s (fire at once) is valid Prometheus.

@@ -266,13 +266,13 @@ def divergence_chart(sig: Signals, config):
             f"{d.baseline_window} that ended {d.baseline_offset} ago, sampled every {d.baseline_resolution}), and "
             f"output tok/s over {d.window} divided by its median over the same {d.baseline_window}, per model. The "
             "baselines are offset so that an incident does not become its own baseline while it lasts.",
-            f"The indirect preemption signal: latency at {d.latency_factor:g}x its baseline while throughput stays "
+            f"The indirect preemption signal: latency at {sig.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
             "Divergence annotation marks. A load increase moves both lines up together."
             + (f" {MEAN_WHY}" if sig.is_mean(role) else ""), role, "throughput"),
         [(sig.latency_vs_baseline(), _model_legend(sig, f" {INFO[role].title} ÷ baseline")),
          (sig.throughput_vs_baseline(), _model_legend(sig, " tok/s ÷ baseline"))], "suffix:×",
-        [{"color": "green", "value": None}, {"color": "red", "value": d.latency_factor}])
+        [{"color": "green", "value": None}, {"color": "red", "value": sig.latency_factor}])
 
 
 # ---- ITL vs TPOT -----------------------------------------------------------------------------

@@ -311,12 +311,18 @@ class Signals:
         d = self.config.divergence
         return promql.divide(self.throughput(group, d.window), self.throughput_baseline(group))
 
+    @property
+    def latency_factor(self) -> float:
+        """How far above its baseline the headline latency must rise: a mean rises less than a p99."""
+        d = self.config.divergence
+        return d.mean_latency_factor if self.is_mean(self.latency_role) else d.latency_factor
+
     def divergence_condition(self, group=None) -> str:
         """Headline latency (p99; the mean where the engine has no histogram) / baseline, per model, while it is
-        >= factor and output tok/s stays within the band of its own baseline and above the traffic floor (too few
-        tokens make p99 noise)."""
+        >= its factor and output tok/s stays within the band of its own baseline and above the traffic floor (too
+        few tokens make p99 noise)."""
         d = self.config.divergence
-        latency_up = f"{self.latency_vs_baseline(group)} >= {d.latency_factor:g}"
+        latency_up = f"{self.latency_vs_baseline(group)} >= {self.latency_factor:g}"
         throughput_holds = f"abs({self.throughput_vs_baseline(group)} - 1) <= {d.throughput_band:g}"
         enough_traffic = f"{self.throughput(group, d.window)} >= {d.min_tokens_per_second:g}"
         return f"({latency_up}) and ({throughput_holds}) and ({enough_traffic})"

@@ -4,7 +4,6 @@ hundred, a rolling upgrade with old and new names side by side, two clusters), c
 long, and the look-alikes that must not page (load increase, idle, restart, low traffic, longer
 prompts, paused-gauge blips, TP-rank duplicates)."""
 
-import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,12 +23,6 @@ from tests.rule_scenarios import Replica
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
 RULES = build_rule_files(Config())
-# An engine whose only latency is a mean: its mean rises ~1.8x in these collapses (a p99 far more), short of
-# the default divergence factor 2; its rules are tested with the factor the README advises for it (1.5).
-MEAN_ONLY = {e for e, s in SPECS.items() if not any(s.has(r) for r in ("itl", "tpot", "ttft"))}
-MEAN_FACTOR = 1.5
-MEAN_RULES = build_rule_files(dataclasses.replace(Config(), divergence=dataclasses.replace(
-    Config().divergence, latency_factor=MEAN_FACTOR)))
 NAMES = RecordedNames(Config())
 PROMTOOL = shutil.which("promtool")
 
@@ -64,7 +57,7 @@ def never_fired(alerts, **matchers) -> dict:
 
 def run_promtool(promtool, tmp_path, spec, replicas, checks, roles=None) -> None:
     rules = tmp_path / f"{spec.id}.rules.yaml"
-    rules.write_text(render_rules((MEAN_RULES if spec.id in MEAN_ONLY else RULES)[spec.id]))
+    rules.write_text(render_rules(RULES[spec.id]))
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": sc.input_series(spec, replicas, roles), "promql_expr_test": checks}]}
     path = tmp_path / "test.yaml"
