@@ -38,17 +38,26 @@ def dashboards():
     return build_dashboards(load_config(None))
 
 
+# What a test reads of a dashboard: everything; the annotations only; or the collapse rows' panels (at a
+# finer step). Evaluating only that keeps the suite's Prometheus work to what the assertions need.
+ALL, ANNOTATIONS, COLLAPSE_ROWS = "all", "annotations", "collapse rows"
+PARTS = {ALL: {}, ANNOTATIONS: {"panel_filter": lambda row, panel: False},
+         COLLAPSE_ROWS: {"panel_filter": lambda row, panel: row in (ROW, "Preemption"), "annotations": False}}
+
+
 @pytest.fixture(scope="session")
 def evaluated(prometheus_scenarios, dashboards):
-    """evaluated(engine, scenario, step) -> DashboardResult, each computed once per session."""
+    """evaluated(engine, scenario, step, part) -> DashboardResult, each computed once per session."""
     server, windows = prometheus_scenarios
     cache = {}
 
-    def get(engine: str, scenario: str, step: float = 60.0):
-        key = (engine, scenario, step)
+    def get(engine: str, scenario: str, step: float = 60.0, part: str = ALL):
+        if part == ANNOTATIONS and (engine, scenario, step, ALL) in cache:
+            part = ALL
+        key = (engine, scenario, step, part)
         if key not in cache:
             w = windows[scenario]
-            cache[key] = evaluate_dashboard(dashboards[engine], server, w.start, w.end, step)
+            cache[key] = evaluate_dashboard(dashboards[engine], server, w.start, w.end, step, **PARTS[part])
         return cache[key]
     return get
 
@@ -89,7 +98,7 @@ def test_every_panel_target_returns_data(evaluated, engine, scenario):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_collapse_keeps_throughput_flat(evaluated, prometheus_scenarios, engine):
     w = prometheus_scenarios[1]["kv-collapse"]
-    result = evaluated(engine, "kv-collapse", 15.0)
+    result = evaluated(engine, "kv-collapse", 15.0, COLLAPSE_ROWS)
     points = model_points(result.panel("Output tokens/s", ROW), engine, PRIMARY)
     before = mean_between(points, w.onset - 1800, w.onset)
     after = mean_between(points, w.onset + 600, w.end + 1)
@@ -100,7 +109,7 @@ def test_collapse_keeps_throughput_flat(evaluated, prometheus_scenarios, engine)
 def test_collapse_raises_latency_p99(evaluated, prometheus_scenarios, engine):
     """ITL p99 where the engine has it; otherwise a latency panel of the throughput row."""
     w = prometheus_scenarios[1]["kv-collapse"]
-    result = evaluated(engine, "kv-collapse", 15.0)
+    result = evaluated(engine, "kv-collapse", 15.0, COLLAPSE_ROWS)
     panels = [p for p in result.panels if p.row == ROW and p.title in LATENCY_PANELS]
     if any(p.title == "ITL p99" for p in panels):
         panels = [p for p in panels if p.title == "ITL p99"]
@@ -121,7 +130,7 @@ def test_collapse_raises_latency_p99(evaluated, prometheus_scenarios, engine):
 @pytest.mark.parametrize("engine", [e for e in ENGINES if load_engine(e).has("preemptions")])
 def test_collapse_shows_preemptions(evaluated, prometheus_scenarios, engine):
     w = prometheus_scenarios[1]["kv-collapse"]
-    result = evaluated(engine, "kv-collapse", 15.0)
+    result = evaluated(engine, "kv-collapse", 15.0, COLLAPSE_ROWS)
     panel = first_panel(result, PREEMPTION_PANELS, "Preemption")
     assert panel is not None, f"{engine}: no preemption panel"
     points = model_points(panel, engine, PRIMARY)
@@ -176,7 +185,7 @@ def test_divergence_annotation_lasts_through_collapse(evaluated, prometheus_scen
 @pytest.mark.parametrize("scenario", QUIET)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_divergence_annotation_absent_without_collapse(evaluated, engine, scenario):
-    regions = model_regions(evaluated(engine, scenario), "Divergence", engine)
+    regions = model_regions(evaluated(engine, scenario, part=ANNOTATIONS), "Divergence", engine)
     assert not regions, f"Divergence fired in {scenario}: {regions}"
 
 
@@ -192,7 +201,7 @@ def test_preemption_annotation_marks_collapse(evaluated, prometheus_scenarios, e
 @pytest.mark.parametrize("scenario", QUIET)
 @pytest.mark.parametrize("engine", PREEMPTION_ENGINES)
 def test_preemption_annotation_absent_without_collapse(evaluated, engine, scenario):
-    regions = model_regions(evaluated(engine, scenario), "Preemption", engine)
+    regions = model_regions(evaluated(engine, scenario, part=ANNOTATIONS), "Preemption", engine)
     assert not regions, f"Preemption fired in {scenario}: {regions}"
 
 
