@@ -252,3 +252,16 @@ def test_unprefixed_series_name_an_engine_only_when_every_required_signal_is_the
     partial = "".join(line + "\n" for line in text.splitlines() if "num_requests_waiting" not in line)
     result, _ = report(tmp_path, partial)
     assert result.returncode == 2 and "no engine recognised" in result.stderr
+
+
+def test_with_logs_enabled_the_log_panel_is_said_to_come_from_mtail_not_the_engine_page(tmp_path):
+    (tmp_path / "llmdash.yaml").write_text("engines: [sglang]\nlogs: {enabled: true}\n")
+    (tmp_path / "metrics.txt").write_text(scraped_text("sglang"))
+    result = subprocess.run([sys.executable, "-m", "llmdash.cli.main", "--config", str(tmp_path / "llmdash.yaml"),
+                             "doctor", "--metrics", str(tmp_path / "metrics.txt"), "--format", "json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    empty = empty_checks(json.loads(result.stdout), "sglang")
+    assert set(empty) == {"panel Preemptions/s (logs) A", "annotation Preemption (logs)",
+                          "alert LLMServingLogPreemptionsHigh"}
+    assert all("generated/mtail/sglang.mtail" in " ".join(problems) for problems in empty.values())

@@ -25,6 +25,7 @@ from llmdash.dashboards.validate import substitute
 from llmdash.doctor.inventory import Inventory
 from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
 from llmdash.errors import LlmdashError
+from llmdash.panels.signals import LOG_PREEMPTIONS
 
 ALERTS = "ALERTS"
 PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing
@@ -192,6 +193,9 @@ class _Walker:
 
     def absent(self, name: str) -> str:
         metric = self.metric_of.get(name)
+        if name == LOG_PREEMPTIONS:
+            return (f"{name} absent: mtail counts it from the engine's log (generated/mtail/{self.spec.id}.mtail), "
+                    "so it is on mtail's /metrics, not the engine's")
         if metric is None:
             return f"{name} absent (not in the {self.spec.id} catalog)"
         detection = self.detection
