@@ -15,7 +15,7 @@ from pathlib import Path
 import requests
 
 from llmdash.errors import LlmdashError
-from llmdash.lab.promserver import find_binary, free_port
+from llmdash.lab.promserver import find_binary, free_port, stop_process
 
 INSTALL_HINT = "install it with `apt-get install mtail` (Debian/Ubuntu), or put the mtail binary on PATH"
 
@@ -75,13 +75,7 @@ class MtailServer:
         return requests.get(f"http://{self.address}/metrics", timeout=5).text
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 10)
         self.stderr.close()
 
     def __enter__(self) -> "MtailServer":

@@ -44,6 +44,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen | None, timeout_s: float) -> None:
+    """Terminate a server we started, killing it if it has not exited within `timeout_s`."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class PrometheusServer:
     """One local Prometheus. Backfill before `start()`; use as a context manager.
 
@@ -139,13 +150,7 @@ class PrometheusServer:
         return self.session.get(f"{self.url}/api/v1/rules", timeout=30).json()["data"]["groups"]
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
         if getattr(self, "log", None):
             self.log.close()
         self.session.close()
