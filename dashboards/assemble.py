@@ -34,7 +34,8 @@ ROWS = [
     ("Throughput vs latency", "Is latency rising while throughput holds?", [
         library.throughput_chart, library.token_latency_chart, ttft_chart]),
     ("Preemption", "Is the KV cache evicting running requests?", [
-        library.preemption_chart, library.log_preemption_chart, library.preemptions_per_request_chart, library.retracted_tokens_chart,
+        library.preemption_chart, library.log_preemption_chart, library.preemptions_per_request_chart,
+        library.retracted_tokens_chart,
         library.kv_usage_chart, library.divergence_chart]),
     ("Instances", "Which replica is it?", [library.top_instances_by_preemption, library.top_instances_by_latency]),
     ("ITL vs TPOT", "Are stalls hitting individual tokens or whole requests?", [

@@ -27,6 +27,8 @@ CATALOG_DIR = Path(__file__).resolve().parent
 CATALOG_DIR_ENV = "LLMDASH_CATALOG_DIR"  # to try catalogs kept outside the tree
 
 METRIC_TYPES = ("counter", "gauge", "histogram")
+
+
 def _rust_float(bound: float) -> str:
     """Rust's f64 Display: the shortest text that reads back as the same float, never in exponent
     form, and without a fraction for whole numbers (2.0 -> "2", 0.0022 -> "0.0022")."""

@@ -126,7 +126,8 @@ class Signals:
         if len(sources) == 1:
             return f"{reduce}{promql.by(extra + group)} ({per_source(sources[0])})"
         identity = extra + self.instance_group
-        return f"{reduce}{promql.by(extra + group)} ({promql.first_of([f'{reduce}{promql.by(identity)} ({per_source(s)})' for s in sources])})"
+        per_replica = [f"{reduce}{promql.by(identity)} ({per_source(s)})" for s in sources]
+        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(per_replica)})"
 
     # ---- counters ---------------------------------------------------------
     def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:

@@ -23,7 +23,8 @@ def _config_path(ctx: click.Context) -> str | None:
 
 
 @click.command("simulate")
-@click.option("--engine", required=True, type=click.Choice(simulated_engines(load_all())), help="Engine whose metrics to emit.")
+@click.option("--engine", required=True, type=click.Choice(simulated_engines(load_all())),
+              help="Engine whose metrics to emit.")
 @click.option("--scenario", required=True, type=click.Choice(list(SCENARIOS)), help="Traffic scenario.")
 @click.option("--seed", default=1, show_default=True, help="Same seed, same data.")
 @click.option("--serve", "port", type=click.IntRange(1, 65535), default=None,

@@ -21,8 +21,8 @@ INSTALL_HINT = "install it with `apt-get install mtail` (Debian/Ubuntu), or put 
 
 
 def _args(progs: Path, logs: list[Path], port: int) -> list[str]:
-    return [find_binary("mtail", INSTALL_HINT), "--progs", str(progs), *(f"--logs={log}" for log in logs), "--address", "127.0.0.1",
-            "--port", str(port), "--emit_prog_label=false", "--logtostderr"]
+    return [find_binary("mtail", INSTALL_HINT), "--progs", str(progs), *(f"--logs={log}" for log in logs),
+            "--address", "127.0.0.1", "--port", str(port), "--emit_prog_label=false", "--logtostderr"]
 
 
 def compile_programs(progs: Path) -> None:
