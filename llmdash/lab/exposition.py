@@ -169,6 +169,7 @@ class Registry:
         self.spec = spec
         self.constant = constant
         self.series: list[_Series] = []
+        self._head_cache: dict[tuple[int, str], tuple[str, ...]] = {}
         self.version = era_version(spec, era)
         self.metrics = {m.name: m for m in spec.metrics.values() if m.exposed_in(self.version, self.version)}
         self.renamed = era_names(spec, era) if era in ERAS else version_names(spec, self.version)
@@ -228,18 +229,31 @@ class Registry:
                     family = family[: -len("_total")]
                 out.append(f"# HELP {family} {m.help}")
                 out.append(f"# TYPE {family} {m.type}")
-            labels = ",".join(x for x in (s.labels, extra) if x)
+            heads = self._heads(s, extra)
             if m.type == "histogram":
                 cum = s.cell.cumulative()
-                sep = "," if labels else ""
-                for bound, count in zip(s.cell.bounds, cum):
-                    out.append(f'{m.name}_bucket{{{labels}{sep}le="{self.spec.le(bound)}"}} {count}{ts}')
-                out.append(f'{m.name}_bucket{{{labels}{sep}le="+Inf"}} {cum[-1]}{ts}')
-                out.append(f"{m.name}_count{{{labels}}} {cum[-1]}{ts}")
-                out.append(f"{m.name}_sum{{{labels}}} {s.cell.total:.6f}{ts}")
+                for head, count in zip(heads, cum):
+                    out.append(f"{head} {count}{ts}")
+                out.append(f"{heads[-2]} {cum[-1]}{ts}")
+                out.append(f"{heads[-1]} {s.cell.total:.6f}{ts}")
             else:
-                out.append(f"{m.name}{{{labels}}} {_num(s.cell.value)}{ts}")
+                out.append(f"{heads[0]} {_num(s.cell.value)}{ts}")
         return out
+
+    def _heads(self, s: _Series, extra: str) -> tuple[str, ...]:
+        """A series' sample names with their labels (for a histogram: each bucket, +Inf, _count, _sum),
+        written once per scrape-label set: a long backfill renders them at every scrape."""
+        key = (id(s), extra)
+        if key not in self._head_cache:
+            m, labels = s.metric, ",".join(x for x in (s.labels, extra) if x)
+            if m.type == "histogram":
+                sep = "," if labels else ""
+                les = [self.spec.le(bound) for bound in s.cell.bounds] + ["+Inf"]
+                self._head_cache[key] = (*(f'{m.name}_bucket{{{labels}{sep}le="{le}"}}' for le in les),
+                                         f"{m.name}_count{{{labels}}}", f"{m.name}_sum{{{labels}}}")
+            else:
+                self._head_cache[key] = (f"{m.name}{{{labels}}}",)
+        return self._head_cache[key]
 
 
 def live_text(emitters: list["EngineMetrics"], extras: list[str] | None = None) -> str:
