@@ -49,7 +49,14 @@ def _inline_refs(node, definitions: dict, expanding: tuple = ()):
 
 
 def schema_problems(dashboard: dict) -> list[str]:
-    """One line per violation of the Grafana schema, naming the panel and the JSON path."""
+    """One line per violation of the Grafana schema, naming the panel and the JSON path. The same
+    dashboard is checked once per process (builds in one process repeat it: build, then diff or doctor)."""
+    return list(_problems_of(json.dumps(dashboard, sort_keys=True)))
+
+
+@cache
+def _problems_of(text: str) -> tuple[str, ...]:
+    dashboard = json.loads(text)
     titles = {path: panel.get("title") for path, panel in _panels(dashboard)}
     problems = [_line(error, (), titles) for error in _errors("dashboard", dashboard)]
     for path, panel in _panels(dashboard):
@@ -67,7 +74,7 @@ def schema_problems(dashboard: dict) -> list[str]:
         if custom is not None:
             problems += [_line(e, (*path, "fieldConfig", "defaults", "custom"), titles)
                          for e in _errors(custom_schema, custom)]
-    return list(dict.fromkeys(problems))  # a non-object `options` fails both the dashboard and the panel schema
+    return tuple(dict.fromkeys(problems))  # a non-object `options` fails both the dashboard and the panel schema
 
 
 def _get(node, *keys):
