@@ -86,6 +86,16 @@ def test_a_removed_counter_names_the_panels_and_alert_left_empty(tmp_path):
     assert "EMPTY Preemptions/s" in text_out and "- vllm:num_preemptions_total absent" in text_out
 
 
+def test_a_series_renamed_by_a_newer_release_is_named_beside_the_panels_it_empties(tmp_path):
+    text = scraped_text("vllm").replace("vllm:num_preemptions_total", "vllm:num_preemption_events_total")
+    result, body = report(tmp_path, text)
+    assert result.returncode == 1
+    empty = empty_checks(body, "vllm")
+    assert "panel Preemptions/s A" in empty and "alert LLMServingPreemptionsHigh" in empty
+    assert all("vllm:num_preemption_events_total is present but not in the catalog" in " ".join(problems)
+               for problems in empty.values())
+
+
 def test_the_old_kv_name_alone_still_fills_the_kv_panels_through_the_fallback(tmp_path):
     text = scraped_text("vllm").replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     result, body = report(tmp_path, text)

@@ -11,6 +11,7 @@ panel can be "filled" and show zero.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass, field, replace
@@ -210,6 +211,12 @@ class _Walker:
                 if others:
                     return f"{name} absent; the same {signal.role} signal is present under another name: " \
                            f"{', '.join(others)}"
+        # A name the catalog does not know yet, close to the missing one: most likely a rename in a release
+        # newer than the catalog's.
+        unknown = [n for n in self.inventory.series if n not in self.metric_of]
+        close = difflib.get_close_matches(name, unknown, n=1, cutoff=0.8)
+        if close:
+            return f"{name} absent; {close[0]} is present but not in the catalog (renamed in a newer release?)"
         return f"{name} absent"
 
     def derived_series(self, name: str) -> list[str]:
