@@ -10,6 +10,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 # Lower number = lower layer. A module may import its own layer or any layer below it.
 LAYERS = {
+    "llmdash.vocabulary": 0,
+    "llmdash.redact": 0,
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,
@@ -79,3 +81,9 @@ def test_readme_layout_section_names_every_package_folder():
     folders = {setuptools.get("package-dir", {}).get(p) or p.replace(".", "/") for p in setuptools["packages"]}
     assert listed == folders
     assert all((ROOT / folder).is_dir() for folder in listed)
+
+
+def test_the_vocabulary_imports_nothing_from_the_project():
+    """Every layer reads its names from it, so it must sit below all of them."""
+    imported = set(_imports(ROOT / "llmdash" / "vocabulary.py"))
+    assert {name for name in imported if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()

@@ -25,16 +25,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 import urllib3
 
+from llmdash import redact
 from llmdash.errors import EXIT_DRIFT, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 
 MAX_BODY_BYTES = 16 * 1024 * 1024      # dashboards are ~100 KB; anything near this is not Grafana
 MAX_TOKEN_FILE_BYTES = 64 * 1024
-MESSAGE_CHARS = 200                    # server text quoted in one error line
 CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
@@ -73,25 +73,7 @@ class Connection:
 
     def scrub(self, text: str) -> str:
         """`text` with every secret, in every encoding a server might echo it in, replaced by ***."""
-        forms = {form for secret in self.secrets for form in _encodings(secret)}
-        if not forms:
-            return text
-        pattern = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
-        return re.sub(pattern, "***", text, flags=re.IGNORECASE)
-
-
-def _encodings(secret: str) -> tuple[str, ...]:
-    raw = secret.encode()
-    return (secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1],
-            base64.b64encode(raw).decode(), base64.b64encode(raw).decode().rstrip("="),
-            base64.urlsafe_b64encode(raw).decode().rstrip("="))
-
-
-def one_line(text: Any, scrub, limit: int = MESSAGE_CHARS) -> str:
-    """Server-supplied text made safe to print: scrubbed whole first, then flattened and cut."""
-    flat = " ".join(scrub(str(text)).split())
-    flat = "".join(c if c.isprintable() else "?" for c in flat)
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+        return redact.scrub(text, self.secrets)
 
 
 def resolve_connection(
@@ -511,7 +493,7 @@ class LegacyApi:
             text = payload.get("message") if isinstance(payload, dict) else None
         except ValueError:
             text = None
-        return one_line(text or response.text or response.reason or "", self._scrub)
+        return redact.safe_line(text or response.text or response.reason or "", self._conn.secrets)
 
     def _json(self, response: requests.Response, what: str) -> dict:
         try:
@@ -533,7 +515,7 @@ class LegacyApi:
 
     def _text(self, value: Any) -> str:
         """A name or uid from Grafana, safe to print; non-strings count as missing."""
-        return one_line(value, self._scrub) if isinstance(value, str) else ""
+        return redact.safe_line(value, self._conn.secrets) if isinstance(value, str) else ""
 
     @staticmethod
     def _status(response: requests.Response) -> str | None:
@@ -562,10 +544,10 @@ class LegacyApi:
             raise self._fail(response, "checking /api/health")
         payload = self._json(response, "checking /api/health")
         if payload.get("database") != "ok":
-            database = one_line(payload.get("database"), self._scrub, 60)
+            database = redact.safe_line(payload.get("database"), self._conn.secrets, 60)
             raise GrafanaError(f"Grafana at {self._where} reports database {database!r}")
         version = payload.get("version")
-        return one_line(version, self._scrub, 60) if isinstance(version, (str, int, float)) else ""
+        return redact.safe_line(version, self._conn.secrets, 60) if isinstance(version, (str, int, float)) else ""
 
     def get_folder(self, uid: str) -> dict | None:
         response = self._request("GET", f"/api/folders/{uid}")
