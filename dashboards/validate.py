@@ -18,7 +18,7 @@ import promql_parser as pp
 
 from llmdash.dashboards.schema import schema_problems
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
-from llmdash.panels.signals import LOG_PREEMPTIONS
+from llmdash.vocabulary import ALERTS_SERIES, LOG_PREEMPTIONS, PANEL_TITLES, Panel
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "table", "state-timeline"}
@@ -30,10 +30,11 @@ VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
 # (type, title) of panels allowed to use fixed windows: a trailing baseline is a window by definition,
 # and the paused-requests tile reads the alert's window (a latest-iteration gauge needs many scrapes).
-FIXED_WINDOW_PANELS = {("timeseries", "Latency vs throughput divergence"), ("stat", "Paused requests")}
+FIXED_WINDOW_PANELS = {("timeseries", Panel.DIVERGENCE), ("stat", Panel.PAUSED)}
+PANEL_KEYS = {title: key for key, title in PANEL_TITLES.items()}   # a panel's stable key, from its title
 
 
-BUILT_IN_SERIES = frozenset({"ALERTS"})
+BUILT_IN_SERIES = frozenset({ALERTS_SERIES})
 RECORDED_NAME = re.compile(r"^[a-z][a-z_]*:llm_[a-z0-9_]+:[a-z0-9_]+$")  # written by Prometheus itself for firing and pending alerts
 
 
@@ -166,7 +167,7 @@ def lint(d: dict) -> list[str]:
             problems.append(f"panel-no-targets-rule: {where} has no targets")
         for target in panel.get("targets", []):
             windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
-            if (panel.get("type"), panel.get("title")) not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
+            if (panel.get("type"), PANEL_KEYS.get(panel.get("title"))) not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
                 problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
                                 "$__rate_interval")
     return problems

@@ -13,9 +13,11 @@ from pathlib import Path
 from llmdash.dashboards.assemble import build_dashboard
 from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
-from llmdash.dashboards.fleet import FLEET, build_fleet_dashboard
+from llmdash.dashboards.fleet import build_fleet_dashboard
+from llmdash.panels.recorded import recording_layer
+from llmdash.vocabulary import FLEET
 from llmdash.rules.mtail import mtail_program
-from llmdash.rules.generate import (build_rules, inhibit_rules, recorded_series, render_inhibit_rules, render_rules,
+from llmdash.rules.generate import (build_rules, inhibit_rules, render_inhibit_rules, render_rules,
                                     split_rules)
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
@@ -50,13 +52,14 @@ def _validated(config: Config, build, validate, what: str) -> dict[str, dict]:
 def build_dashboards(config: Config) -> dict[str, dict]:
     """Dashboard file stem -> Grafana JSON model: one per engine, each validated against its engine's catalog
     (and the series its rules record), and the fleet dashboard, which reads recorded series only."""
-    recorded = {engine: recorded_series(load_engine(engine), config) for engine in config.engine_ids}
+    layers = {engine: recording_layer(load_engine(engine), config) for engine in config.engine_ids}
+    recorded = {engine: frozenset(s.name for s in layer.series) for engine, layer in layers.items()}
     dashboards = _validated(config, build_dashboard,
                             lambda model, spec: validate_dashboard(model, spec, recorded[spec.id].__contains__),
                             "the dashboard")
-    everything = frozenset().union(*recorded.values())
+    everything = {series.key: series for layer in layers.values() for series in layer.series}
     fleet = build_fleet_dashboard(config, everything)
-    problems = validate_dashboard(fleet, None, everything.__contains__)
+    problems = validate_dashboard(fleet, None, frozenset(s.name for s in everything.values()).__contains__)
     if problems:
         raise LlmdashError(f"the fleet dashboard is invalid: {problems[0]}")
     return dashboards | {FLEET: fleet}

@@ -24,6 +24,14 @@ def quantile_name(q: float) -> str:
     return f"p{q * 100:.10g}"
 
 
+def percentile_words(q: float) -> str:
+    """How a quantile is written in prose: 0.99 -> "99th percentile", 0.5 -> "50th percentile"."""
+    number = f"{q * 100:.10g}"
+    teen = number[-2:-1] == "1"
+    suffix = "th" if "." in number or teen else {"1": "st", "2": "nd", "3": "rd"}.get(number[-1], "th")
+    return f"{number}{suffix} percentile"
+
+
 HEADLINE = quantile_name(HEADLINE_QUANTILE)
 MEDIAN = quantile_name(MEDIAN_QUANTILE)
 
@@ -31,7 +39,6 @@ MEDIAN = quantile_name(MEDIAN_QUANTILE)
 # ---- labels -----------------------------------------------------------------------------------
 ENGINE_LABEL = "llm_engine"    # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
 MODEL_LABEL = "model_name"     # what recorded series and alerts call the model, whatever the engine calls it
-QUANTILE_LABEL = "quantile"    # recorded quantiles carry theirs here, mixin style
 BUCKET_LABEL = "le"
 ALERTNAME_LABEL = "alertname"
 ALERTSTATE_LABEL = "alertstate"
@@ -121,6 +128,9 @@ class Panel(StrEnum):
     """Stable keys of the panels other code refers to (the linter's exemptions, tests, docs)."""
 
     THROUGHPUT = "throughput"
+    THROUGHPUT_TILE = "throughput_tile"
+    REQUESTS = "requests"
+    NO_PREEMPTION_METRIC = "no_preemption_metric"
     DIVERGENCE = "divergence"
     PREEMPTIONS = "preemptions"
     PAUSED = "paused"
@@ -135,6 +145,9 @@ class Panel(StrEnum):
 
 PANEL_TITLES = {
     Panel.THROUGHPUT: "Output tokens/s",
+    Panel.THROUGHPUT_TILE: "Output tok/s",
+    Panel.REQUESTS: "Requests/s",
+    Panel.NO_PREEMPTION_METRIC: "Preemptions",
     Panel.DIVERGENCE: "Latency vs throughput divergence",
     Panel.PREEMPTIONS: "Preemptions/s",
     Panel.PAUSED: "Paused requests",

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from llmdash.panels import builders
 from llmdash.panels.signals import INFO, MEAN_WHY, Signals
+from llmdash.vocabulary import (HEADLINE, HEADLINE_QUANTILE, MEDIAN, MEDIAN_QUANTILE, PANEL_TITLES, Panel, Role,
+                                percentile_words)
 
-PREEMPTION_TITLES = {"counter": "Preemptions/s", "gauge": "Paused requests"}
-DIVERGENCE_TITLE = "Latency vs throughput divergence"
+PREEMPTION_TITLES = {"counter": PANEL_TITLES[Panel.PREEMPTIONS], "gauge": PANEL_TITLES[Panel.PAUSED]}
+DIVERGENCE_TITLE = PANEL_TITLES[Panel.DIVERGENCE]
+
+
+def latency_levels(config, role: str):
+    """The configured latency thresholds a role is judged by: TTFT's own, the per-token ones otherwise."""
+    return config.thresholds.ttft_p99_seconds if role == Role.TTFT else config.thresholds.itl_p99_seconds
 
 
 def metrics_used(sig: Signals, *roles: str) -> str:
@@ -55,7 +62,7 @@ def _model_legend(sig: Signals, suffix: str = "") -> str:
 
 def throughput_tile(sig: Signals, config):
     return builders.stat(
-        "Output tok/s", describe(
+        PANEL_TITLES[Panel.THROUGHPUT_TILE], describe(
             sig, "Generated tokens per second across the selected models and instances.",
             "It stays flat through a KV-cache collapse, because preempted work is redone inside steps that "
             "still emit tokens; read it only together with the latency tiles beside it.", "throughput"),
@@ -66,46 +73,46 @@ def throughput_tile(sig: Signals, config):
 def requests_tile(sig: Signals, config):
     if not sig.spec.has("requests"):
         return builders.text(
-            "Requests/s", describe(sig, "This engine counts no finished requests.",
+            PANEL_TITLES[Panel.REQUESTS], describe(sig, "This engine counts no finished requests.",
                                    "Throughput and the latency panels still show a collapse.", "requests"),
             "**No request counter.** Watch *Output tok/s* and the latency tiles.", width=3)
     return builders.stat(
-        "Requests/s", describe(sig, "Finished requests per second.",
+        PANEL_TITLES[Panel.REQUESTS], describe(sig, "Finished requests per second.",
                                "Like throughput, it does not drop when requests are being preempted.", "requests"),
         [(sig.requests(group=()), "requests/s")], "reqps", builders.thresholds(None, base="blue"), width=3)
 
 
-def latency_tile(role: str, levels_name: str):
+def latency_tile(role: str):
     def tile(sig: Signals, config):
         if not sig.spec.has(role):
             return None
         info = INFO[role]
         return builders.stat(
             info.title, describe(
-                sig, f"99th percentile of {info.meaning} over all selected series.",
+                sig, f"{percentile_words(HEADLINE_QUANTILE)} of {info.meaning} over all selected series.",
                 "Preempted requests wait while their KV cache is recomputed, so this climbs while throughput holds.",
                 role),
-            [(sig.quantile(role, 0.99, group=()), "p99")], info.unit,
-            builders.thresholds(getattr(config.thresholds, levels_name)), width=3, mappings=capped(sig, role))
+            [(sig.quantile(role, HEADLINE_QUANTILE, group=()), HEADLINE)], info.unit,
+            builders.thresholds(latency_levels(config, role)), width=3, mappings=capped(sig, role))
     return tile
 
 
 def token_latency_tile(sig: Signals, config):
-    """ITL p99 where the engine has it, else per-request TPOT p99, else the mean time per token."""
+    """ITL where the engine has it, else per-request TPOT, else the mean time per token."""
     role = sig.token_latency_role
     if role and sig.is_mean(role):
         return builders.stat(
             INFO[role].title, describe(
                 sig, f"Mean {INFO[role].meaning} over all selected series.",
-                f"{MEAN_WHY} It has no threshold colours: the ITL p99 thresholds do not apply to a mean.", role),
+                f"{MEAN_WHY} It has no threshold colours: the ITL {HEADLINE} thresholds do not apply to a mean.", role),
             [(sig.mean_latency(group=()), "mean")], INFO[role].unit, builders.thresholds(None, base="blue"), width=3)
-    return latency_tile(role, "itl_p99_seconds")(sig, config) if role else None
+    return latency_tile(role)(sig, config) if role else None
 
 
 def preemption_tile(sig: Signals, config):
     if not sig.spec.has("preemptions"):
         return builders.text(
-            "Preemptions", describe(sig, "This engine exports no preemption metric.",
+            PANEL_TITLES[Panel.NO_PREEMPTION_METRIC], describe(sig, "This engine exports no preemption metric.",
                                     "Where it preempts, the only trace is latency rising while throughput "
                                     "holds, shown in the Divergence panel and annotation.", "preemptions"),
             f"**No preemption metric.** Watch *{DIVERGENCE_TITLE}* in the Preemption row and the "
@@ -127,19 +134,19 @@ def preemption_tile(sig: Signals, config):
 def kv_usage_tile(sig: Signals, config):
     if not sig.spec.has("kv_usage"):
         return builders.text(
-            "KV-cache usage", describe(sig, "This engine exports no KV-cache usage.",
+            PANEL_TITLES[Panel.KV_USAGE], describe(sig, "This engine exports no KV-cache usage.",
                                        "Without it, queue growth and latency are the only signs of KV pressure.",
                                        "kv_usage"),
             "**No KV-cache metric.** Watch *Waiting requests* and the latency tiles.", width=3)
     return builders.stat(
-        "KV-cache usage", describe(sig, "KV-cache usage of the fullest selected instance.",
+        PANEL_TITLES[Panel.KV_USAGE], describe(sig, "KV-cache usage of the fullest selected instance.",
                                    "Near 100 % the scheduler must preempt or stop admitting work.", "kv_usage"),
         [(sig.kv_usage(group=()), "max")], "percentunit", builders.thresholds(config.thresholds.kv_usage), width=3)
 
 
 def waiting_tile(sig: Signals, config):
     return builders.stat(
-        "Waiting requests", describe(sig, "Requests queued for the engine.",
+        PANEL_TITLES[Panel.WAITING], describe(sig, "Requests queued for the engine.",
                                      "Preempted requests go back to this queue, so it grows during a collapse.",
                                      "waiting"),
         [(sig.waiting(group=()), "waiting")], "short", builders.thresholds(config.thresholds.waiting_requests),
@@ -157,25 +164,26 @@ def throughput_chart(sig: Signals, config):
         [(sig.throughput(), _model_legend(sig))], INFO["throughput"].unit)
 
 
-def latency_chart(role: str, levels_name: str | None, width: int = 8):
+def latency_chart(role: str, width: int = 8):
     def chart(sig: Signals, config):
         if not sig.spec.has(role):
             return None
         info = INFO[role]
-        steps = builders.thresholds(getattr(config.thresholds, levels_name)) if levels_name else None
+        steps = builders.thresholds(latency_levels(config, role))
         return builders.timeseries(
             info.title, describe(
-                sig, f"99th and 50th percentile of {info.meaning}, per model.",
+                sig, f"{percentile_words(HEADLINE_QUANTILE).split()[0]} and {percentile_words(MEDIAN_QUANTILE)} of "
+                f"{info.meaning}, per model.",
                 "A preempted request stalls until it is rescheduled and recomputed; the stall lands in the tail, "
-                "so p99 moves first while p50 and throughput barely change.", role),
-            [(sig.quantile(role, 0.99), _model_legend(sig, " p99")),
-             (sig.quantile(role, 0.5), _model_legend(sig, " p50"))], info.unit, steps, width=width,
+                f"so {HEADLINE} moves first while {MEDIAN} and throughput barely change.", role),
+            [(sig.quantile(role, HEADLINE_QUANTILE), _model_legend(sig, f" {HEADLINE}")),
+             (sig.quantile(role, MEDIAN_QUANTILE), _model_legend(sig, f" {MEDIAN}"))], info.unit, steps, width=width,
             mappings=capped(sig, role))
     return chart
 
 
 def token_latency_chart(sig: Signals, config):
-    """ITL p99 where the engine has it, else per-request TPOT p99, else the mean time per token: the finer
+    """ITL where the engine has it, else per-request TPOT, else the mean time per token: the finer
     latency beside throughput."""
     role = sig.token_latency_role
     if role and sig.is_mean(role):
@@ -184,7 +192,7 @@ def token_latency_chart(sig: Signals, config):
                 sig, f"Mean {INFO[role].meaning}, per model: decode seconds divided by generated tokens.",
                 f"A preempted or stalled request's wait is added to its decode time. {MEAN_WHY}", role),
             [(sig.mean_latency(), _model_legend(sig, " mean"))], INFO[role].unit, width=8)
-    return latency_chart(role, "itl_p99_seconds")(sig, config) if role else None
+    return latency_chart(role)(sig, config) if role else None
 
 
 # ---- preemption row --------------------------------------------------------------------------
@@ -211,7 +219,7 @@ def log_preemption_chart(sig: Signals, config):
     lines = "; ".join(f"{p.name} ({p.versions})" for p in sig.spec.log_patterns)
     legend = " ".join(["log"] + ["{{" + label + "}}" for label in config.fleet.group_by])
     return builders.timeseries(
-        "Preemptions/s (logs)", (
+        PANEL_TITLES[Panel.LOG_PREEMPTIONS], (
             f"Preemptions per second as {sig.spec.title} logs them, counted by mtail with "
             f"generated/mtail/{sig.spec.id}.mtail, per fleet group (the log line names no model). It fills "
             "where the engine exports no preemption metric (older versions, metrics disabled). "
@@ -223,19 +231,19 @@ def preemptions_per_request_chart(sig: Signals, config):
     if not sig.spec.has("preemptions_per_request"):
         return None
     return builders.timeseries(
-        "Preemptions per finished request", describe(
+        PANEL_TITLES[Panel.PREEMPTIONS_PER_REQUEST], describe(
             sig, "Mean number of preemptions suffered by each finished request, per model.",
             "Above zero, some users paid for recompute. The mean is charted because the histogram's first "
             'bucket (le="1") holds never-preempted and once-preempted requests together, so the share of '
             "preempted requests cannot be read from it.", "preemptions_per_request"),
-        [(sig.preemptions_per_request(), _model_legend(sig))], "short")
+        [(sig.raw.preemptions_per_request(), _model_legend(sig.raw))], "short")
 
 
 def retracted_tokens_chart(sig: Signals, config):
     if not (sig.spec.has("retracted_input_tokens") and sig.spec.has("retracted_output_tokens")):
         return None
     return builders.timeseries(
-        "Retracted tokens/s: prompt vs generated", describe(
+        PANEL_TITLES[Panel.RETRACTED_TOKENS], describe(
             sig, "Tokens thrown out of the KV cache by retraction per second, split into prompt tokens and "
             "already generated tokens, next to output tokens/s for scale.",
             "Both have to be prefilled again: a large prompt share means long contexts are being evicted, a large "
@@ -250,7 +258,7 @@ def kv_usage_chart(sig: Signals, config):
     if not sig.spec.has("kv_usage"):
         return None
     return builders.timeseries(
-        "KV-cache usage", describe(
+        PANEL_TITLES[Panel.KV_USAGE], describe(
             sig, "KV-cache usage of the fullest instance, per model.",
             "Preemption starts when this reaches the top and a running request cannot get a new block.", "kv_usage"),
         [(sig.kv_usage(), _model_legend(sig))], "percentunit", builders.thresholds(config.thresholds.kv_usage),
@@ -278,20 +286,20 @@ def divergence_chart(sig: Signals, config):
 # ---- ITL vs TPOT -----------------------------------------------------------------------------
 
 ITL_VS_TPOT_WHY = ("A preemption stall is one long gap. ITL samples every gap, so that gap is one sample among "
-                   "the few slowest and lifts ITL p99 by its full length; TPOT averages the gap over all of the "
-                   "request's tokens, so the same stall moves TPOT p99 by a fraction of it.")
+                   f"the few slowest and lifts ITL {HEADLINE} by its full length; TPOT averages the gap over all of "
+                   f"the request's tokens, so the same stall moves TPOT {HEADLINE} by a fraction of it.")
 
 
 def itl_detail_chart(sig: Signals, config):
     if not (sig.spec.has("itl") and sig.spec.has("tpot")):
         return None
-    return latency_chart("itl", "itl_p99_seconds", width=12)(sig, config)
+    return latency_chart("itl", width=12)(sig, config)
 
 
 def tpot_detail_chart(sig: Signals, config):
     if not (sig.spec.has("itl") and sig.spec.has("tpot")):
         return None
-    panel = latency_chart("tpot", "itl_p99_seconds", width=12)(sig, config)
+    panel = latency_chart("tpot", width=12)(sig, config)
     panel.description = f"{ITL_VS_TPOT_WHY} {panel.description}"
     return panel
 
@@ -300,7 +308,7 @@ def tpot_detail_chart(sig: Signals, config):
 
 def queue_chart(sig: Signals, config):
     return builders.timeseries(
-        "Running and waiting requests", describe(
+        PANEL_TITLES[Panel.QUEUE], describe(
             sig, "Requests in the running batch and in the queue, per model.",
             "Preemption moves requests from running back to waiting; a queue that grows while the running batch "
             "shrinks or stalls is KV pressure, not only more traffic.", "running", "waiting"),
@@ -352,7 +360,7 @@ def top_instances_by_preemption(sig: Signals, config):
     expr = sig.preemption_share(group) if counter else sig.preemption_rate(group)
     title, unit = ("Preemptions per finished request", "percentunit") if counter else ("Paused requests (max)", "short")
     return builders.Table(
-        "Top instances by preemption", describe(
+        PANEL_TITLES[Panel.TOP_INSTANCES_BY_PREEMPTION], describe(
             sig, f"The ten instances with the most preemption right now: {title.lower()} over the rate interval, "
             "per instance, read from the raw series of the selected instances.",
             "Preemption is a per-replica failure: one replica with a full KV cache thrashes while the model's "
@@ -367,7 +375,7 @@ def top_instances_by_latency(sig: Signals, config):
     if not sig.spec.has(role):
         return None
     info = INFO[role]
-    statistic = "mean" if sig.is_mean(role) else "p99"
+    statistic = "mean" if sig.is_mean(role) else HEADLINE
     return builders.Table(
         f"Top instances by {info.title}", describe(
             sig, f"The ten instances with the highest {info.meaning} {statistic} right now, per instance, read from "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmdash.vocabulary import BASELINE_QUANTILE
+
 
 DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -70,6 +72,27 @@ def quantile(q: float, bucket_rates_by_le: str, scale: float = 1.0) -> str:
     if scale != 1.0:
         expr = f"{expr} * {scale:g}"
     return f"{expr} >= 0"
+
+
+def is_selector(expr: str) -> bool:
+    """A bare series selector (`name` or `name{…}`), which takes a range directly; anything else needs a subquery."""
+    name, _, rest = expr.partition("{")
+    return name.replace("_", "a").replace(":", "a").isalnum() and (not rest or (rest.endswith("}") and "}" not in rest[:-1]))
+
+
+def baseline(expr: str, divergence) -> str:
+    """The median of `expr` over the baseline window that ended `baseline_offset` ago (`divergence` is the
+    config's `divergence` section).
+
+    A median of the windowed values, not one value over the whole window (a p99 of the hour's
+    buckets needs only 1 % slow samples, so a collapse would become its own baseline within
+    minutes; an hour's rate is skewed by a series that starts inside it), and offset, so the
+    incident itself stays out of it for the offset plus half the window. A recorded series is read
+    at its own samples; any other expression through a subquery at `baseline_resolution`.
+    """
+    d = divergence
+    window = f"{expr}[{d.baseline_window}]" if is_selector(expr) else f"({expr})[{d.baseline_window}:{d.baseline_resolution}]"
+    return f"quantile_over_time({BASELINE_QUANTILE:g}, {window} offset {d.baseline_offset})"
 
 
 def as_flag(condition: str) -> str:

@@ -1,112 +1,274 @@
-"""The recording-rule layer's series, by name, and the signals read from them.
+"""The recording-rule layer: one declarative registry of recorded series, and the signals read from it.
 
-`RecordedNames` names every series the recording rules write, mixin style
-(`level:metric:operations`, the level being the labels kept, e.g.
-`cluster_namespace_model_name:llm_output_tokens:rate5m`); `RecordedSignals` answers the
-same questions as `Signals` from those series, so alerts, recorded dashboards and the fleet
-dashboard read a handful of pre-aggregated series instead of every bucket of every replica.
-Every recorded series carries `llm_engine`, and its model as `model_name` whatever the engine
-calls it, so one name serves all engines and the fleet dashboard reads them all at once.
+`RECORDINGS` declares every series the recording rules write, once: the question it answers (its
+key: signal, role, window, quantile, level), its name, and how its expression is built. From it come
+the record names, the rules themselves (`RecordingLayer.series`, in evaluation order) and every
+recorded read (`RecordedSignals`), so a read of a series that no rule records cannot be written: it
+raises, naming what was asked for.
 
-Questions without a recorded equivalent (preemptions per finished request, the per-instance
-drill-down) fall through to the raw `Signals` methods.
+Names follow the mixin convention `level:metric:operations`, the level being the labels kept, e.g.
+`cluster_namespace_model_name:llm_output_tokens:rate5m`; a recorded quantile is named by its value
+(`…:llm_ttft_seconds:p99_rate5m`), so changing the headline quantile renames its series. (Not a
+`quantile` label: the alerts combine quantiles with throughput series with `and`, which matches on every
+label, so a label only some operands carry would make them match nothing.) Every recorded series carries `llm_engine`, and its
+model as `model_name` whatever the engine calls it, so one name serves all engines and the fleet
+dashboard reads them all at once. Fallbacks for renamed series are applied per replica in the leaves,
+which read raw series through `Signals`.
 """
 
 from __future__ import annotations
 
-from llmdash.engines.catalog import bucket_for
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Callable
+
+from llmdash.engines.catalog import EngineSpec, bucket_for
+from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
-from llmdash.panels.signals import ENGINE_LABEL, MODEL_LABEL, Signals
+from llmdash.panels.signals import Signals, SignalsBase, fixed_selectors
+from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RECORDED_QUANTILES, Role,
+                                quantile_name)
 
 
-class RecordedNames:
-    """Series names the recording rules write for one config (their level depends on `fleet`)."""
+class Level(StrEnum):
+    MODEL = "model"         # the fleet's grouping labels and the model
+    INSTANCE = "instance"   # the same plus the instance: what per-replica pages read
 
-    def __init__(self, config):
-        self.config = config
+
+@dataclass(frozen=True)
+class Key:
+    """What a recorded series answers. `window` is a duration, None for gauges (an instant value)."""
+
+    signal: str
+    role: str | None = None
+    window: str | None = None
+    quantile: float | None = None
+    level: Level = Level.MODEL
+
+    def __str__(self) -> str:
+        parts = [self.signal] + [f"{name}={value}" for name, value in
+                                 (("role", self.role), ("window", self.window), ("quantile", self.quantile))
+                                 if value is not None]
+        return " ".join(parts) + ("" if self.level is Level.MODEL else " per instance")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One recorded series of one engine under one config: its rule and how it is selected."""
+
+    key: Key
+    name: str
+    expr: str
+
+
+
+class _Build:
+    """What an expression builder is handed: raw signals under the rules' scope (the leaves), recorded
+    signals over the series declared so far (the layers above), and the spec and config."""
+
+    def __init__(self, layer: "RecordingLayer"):
+        self.spec, self.config = layer.spec, layer.config
+        scope = fixed_selectors(layer.spec, layer.config)
+        self.raw = Signals(layer.spec, layer.config, scope, layer.config.divergence.window)
+        self.rec = RecordedSignals(layer.spec, layer.config, scope, layer.config.divergence.window, layer)
+
+    def leaf(self, expr: str) -> str:
+        """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
+        label), so every engine's recorded series have the same labels."""
+        model = self.spec.model_label
+        if model == MODEL_LABEL:
+            return expr
+        with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
+        return f'label_replace({with_name}, "{model}", "", "", "")'
+
+
+def _one(_raw) -> tuple:
+    return (None,)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A declared recorded series (or a family of them, over roles, windows and quantiles).
+
+    `metric` may hold `{role}`, `operation` `{window}` and `{quantile}` (`p99`); `windows(config)` and `roles(raw)` give the
+    family's members (a single None when the series has no role or window); `applies(raw)` whether the
+    engine has it at all; `expr(build, key)` its expression.
+    """
+
+    signal: str
+    metric: str
+    operation: str
+    expr: Callable[[_Build, Key], str]
+    windows: Callable[[object], tuple] = lambda config: (config.divergence.window,)
+    roles: Callable[[Signals], tuple] = _one
+    quantiles: tuple = (None,)
+    level: Level = Level.MODEL
+    applies: Callable[[Signals], bool] = lambda raw: True
+
+
+@dataclass(frozen=True)
+class PerRole:
+    """Recordings taken role by role (each role's buckets, then its quantiles), so that a rule file lists a
+    histogram's series together."""
+
+    roles: Callable[[Signals], tuple]
+    recordings: tuple[Recording, ...]
+
+
+def _preemption_window(config) -> tuple:
+    return (config.preemption.window,)
+
+
+def _no_window(config) -> tuple:
+    return (None,)
+
+
+def _counter(raw: Signals) -> bool:
+    return raw.spec.has(Role.PREEMPTIONS) and raw.preemption_is_counter
+
+
+def _gauge(raw: Signals) -> bool:
+    return raw.spec.has(Role.PREEMPTIONS) and not raw.preemption_is_counter
+
+
+def _token_mean(raw: Signals) -> bool:
+    return raw.token_latency_role is not None and raw.is_mean(raw.token_latency_role)
+
+
+def _token_histogram(raw: Signals) -> bool:
+    return raw.token_latency_role is not None and not raw.is_mean(raw.token_latency_role)
+
+
+def _gauge_recording(role: Role, metric: str, reduce: str) -> Recording:
+    return Recording(role.value, metric, reduce, lambda b, k: b.leaf(b.raw.gauge(role, reduce=reduce)),
+                     windows=_no_window, applies=lambda raw: raw.spec.has(role))
+
+
+def _latency_baseline(b: _Build, key: Key) -> str:
+    return promql.baseline(b.rec.latency(key.role), b.config.divergence)
+
+
+# In evaluation order: a rule reads only series declared above it.
+RECORDINGS: tuple[Recording | PerRole, ...] = (
+    Recording("throughput", "llm_output_tokens", "rate{window}",
+              lambda b, k: b.leaf(b.raw.throughput(window=k.window))),
+    Recording("throughput_baseline", "llm_output_tokens", "rate{window}_baseline",
+              lambda b, k: promql.baseline(b.rec.throughput(), b.config.divergence)),
+    Recording("requests", "llm_requests", "rate{window}", lambda b, k: b.leaf(b.raw.requests(window=k.window)),
+              windows=_preemption_window, applies=lambda raw: raw.spec.has(Role.REQUESTS)),
+    PerRole(lambda raw: raw.latency_roles, (
+        Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
+                  lambda b, k: b.leaf(b.raw.bucket_rates(k.role, window=k.window))),
+        Recording("quantile", "llm_{role}_seconds", "{quantile}_rate{window}",
+                  lambda b, k: promql.quantile(k.quantile, b.rec.bucket_rates(k.role), b.raw.scale(k.role)),
+                  quantiles=RECORDED_QUANTILES))),
+    Recording("mean_latency_seconds", "llm_token_latency_seconds_sum", "rate{window}",
+              lambda b, k: b.leaf(b.raw.mean_latency_parts(window=k.window)[0]), applies=_token_mean),
+    Recording("mean_latency_tokens", "llm_token_latency_seconds_count", "rate{window}",
+              lambda b, k: b.leaf(b.raw.mean_latency_parts(window=k.window)[1]), applies=_token_mean),
+    Recording("mean_latency", "llm_token_latency_seconds", "mean_rate{window}",
+              lambda b, k: promql.divide(*b.rec.mean_latency_parts()), applies=_token_mean),
+    # ITL where the engine has it, else per-request TPOT: one name for the fleet view across engines
+    Recording("token_latency_quantile", "llm_token_latency_seconds", "{quantile}_rate{window}",
+              lambda b, k: b.rec.quantile(b.raw.token_latency_role, k.quantile),
+              quantiles=(HEADLINE_QUANTILE,), applies=_token_histogram),
+    Recording("latency_baseline", "llm_{role}_seconds", "{quantile}_baseline", _latency_baseline,
+              roles=lambda raw: (raw.latency_role,), quantiles=(HEADLINE_QUANTILE,),
+              applies=lambda raw: not raw.is_mean(raw.latency_role)),
+    Recording("latency_baseline", "llm_token_latency_seconds", "mean_baseline", _latency_baseline,
+              roles=lambda raw: (raw.latency_role,), applies=lambda raw: raw.is_mean(raw.latency_role)),
+    _gauge_recording(Role.KV_USAGE, "llm_kv_usage", "max"),
+    _gauge_recording(Role.WAITING, "llm_waiting_requests", "sum"),
+    _gauge_recording(Role.RUNNING, "llm_running_requests", "sum"),
+    Recording("preemption_rate", "llm_preemptions", "rate{window}",
+              lambda b, k: b.leaf(b.raw.preemption_rate(window=k.window)), windows=_preemption_window,
+              applies=_counter),
+    Recording("preemptions_per_request", "llm_preemptions_per_request", "ratio_rate{window}",
+              lambda b, k: promql.divide(b.rec.preemption_rate(), b.rec.requests()), windows=_preemption_window,
+              applies=_counter),
+    Recording("preemption_rate", "llm_preemptions", "rate{window}",
+              lambda b, k: b.leaf(b.raw.preemption_rate(b.raw.instance_group, k.window)),
+              windows=lambda config: (config.preemption.short_window,), level=Level.INSTANCE, applies=_counter),
+    Recording("preemption_rate", "llm_paused_requests", "max{window}",
+              lambda b, k: b.leaf(b.raw.preemption_rate(window=k.window)), windows=_preemption_window,
+              applies=_gauge),
+    Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
+              lambda b, k: b.leaf(b.raw.preemption_share(b.raw.instance_group, k.window)),
+              windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
+              level=Level.INSTANCE, applies=lambda raw: raw.spec.has(Role.PREEMPTIONS)),
+    Recording("retracted_tokens", "llm_retracted_{role}_tokens", "rate{window}",
+              lambda b, k: b.leaf(b.raw.retracted_tokens(k.role, window=k.window)), windows=_preemption_window,
+              roles=lambda raw: ("input", "output"), applies=lambda raw: raw.has_retracted_sides),
+)
+
+# How a role is spelled inside a recorded name, where it differs from the role itself.
+_NAME_OF_ROLE = {"input": "prompt", "output": "generated"}
+
+
+class RecordingLayer:
+    """The recorded series of one engine under one config, built from `RECORDINGS` in evaluation order."""
+
+    def __init__(self, spec: EngineSpec, config):
+        self.spec, self.config = spec, config
         model = tuple(config.fleet.group_by) + (MODEL_LABEL,)
-        self.model_level = "_".join(model)
-        self.instance_level = "_".join(model + (config.fleet.instance_label,))
+        self.level_prefix = {Level.MODEL: "_".join(model),
+                             Level.INSTANCE: "_".join(model + (config.fleet.instance_label,))}
+        self._series: dict[Key, Series] = {}
+        build = _Build(self)
+        for entry in RECORDINGS:
+            if isinstance(entry, PerRole):
+                for role in entry.roles(build.raw):
+                    for recording in entry.recordings:
+                        self._declare(build, recording, (role,))
+            else:
+                self._declare(build, entry, entry.roles(build.raw))
 
-    def _model(self, metric: str, operation: str) -> str:
-        return f"{self.model_level}:{metric}:{operation}"
+    def _declare(self, build: _Build, recording: Recording, roles: tuple) -> None:
+        if not recording.applies(build.raw):
+            return
+        for role in roles:
+            for window in recording.windows(self.config):
+                for q in recording.quantiles:
+                    key = Key(recording.signal, role, window, q, recording.level)
+                    self._series[key] = Series(key, self.name(recording, key), recording.expr(build, key))
 
-    def _instance(self, metric: str, operation: str) -> str:
-        return f"{self.instance_level}:{metric}:{operation}"
+    def name(self, recording: Recording, key: Key) -> str:
+        metric = recording.metric.format(role=_NAME_OF_ROLE.get(key.role, key.role))
+        quantile = quantile_name(key.quantile).replace(".", "_") if key.quantile is not None else None
+        operation = recording.operation.format(window=key.window, quantile=quantile)
+        return f"{self.level_prefix[key.level]}:{metric}:{operation}"
 
-    # model level
-    def throughput(self, window: str) -> str:
-        return self._model("llm_output_tokens", f"rate{window}")
+    @property
+    def series(self) -> tuple[Series, ...]:
+        """Every recorded series, in evaluation order (later rules read earlier ones)."""
+        return tuple(self._series.values())
 
-    def throughput_baseline(self) -> str:
-        return self._model("llm_output_tokens", f"rate{self.config.divergence.window}_baseline")
+    def get(self, key: Key) -> Series:
+        try:
+            return self._series[key]
+        except KeyError:
+            like = sorted(str(k) for k in self._series if k.signal == key.signal) or ["none"]
+            raise LlmdashError(f"{self.spec.id}: no recording rule records {key} "
+                               f"(recorded for {key.signal}: {'; '.join(like)})") from None
 
-    def requests(self) -> str:
-        return self._model("llm_requests", f"rate{self.config.preemption.window}")
-
-    def retracted_tokens(self, side: str) -> str:
-        return self._model(f"llm_retracted_{'prompt' if side == 'input' else 'generated'}_tokens",
-                           f"rate{self.config.preemption.window}")
-
-    def buckets(self, role: str) -> str:
-        return self._model(f"llm_{role}_seconds_bucket", f"rate{self.config.divergence.window}")
-
-    def quantile(self, role: str, q: float) -> str:
-        return self._model(f"llm_{role}_seconds", f"p{round(q * 100)}_rate{self.config.divergence.window}")
-
-    def token_latency_p99(self) -> str:
-        """ITL p99, else per-request TPOT p99: one name for the fleet view across engines."""
-        return self._model("llm_token_latency_seconds", f"p99_rate{self.config.divergence.window}")
-
-    def latency(self, role: str) -> str:
-        """A latency role's headline record: its p99, or the mean time per token."""
-        return self.token_latency_mean() if Signals.is_mean(role) else self.quantile(role, 0.99)
-
-    def latency_baseline(self, role: str) -> str:
-        if Signals.is_mean(role):
-            return self._model("llm_token_latency_seconds", "mean_baseline")
-        return self._model(f"llm_{role}_seconds", "p99_baseline")
-
-    def token_latency_mean_parts(self) -> tuple[str, str]:
-        """Decode seconds/s and tokens/s of the mean, like a histogram's _sum and _count rates."""
-        window = f"rate{self.config.divergence.window}"
-        return (self._model("llm_token_latency_seconds_sum", window),
-                self._model("llm_token_latency_seconds_count", window))
-
-    def token_latency_mean(self) -> str:
-        """Mean time per token where the engine has no latency histogram (never mixed with a p99)."""
-        return self._model("llm_token_latency_seconds", f"mean_rate{self.config.divergence.window}")
-
-    def preemptions(self) -> str:
-        return self._model("llm_preemptions", f"rate{self.config.preemption.window}")
-
-    def paused(self) -> str:
-        return self._model("llm_paused_requests", f"max{self.config.preemption.window}")
-
-    def preemptions_per_request(self) -> str:
-        return self._model("llm_preemptions_per_request", f"ratio_rate{self.config.preemption.window}")
-
-    def gauge(self, role: str) -> str:
-        return {"kv_usage": self._model("llm_kv_usage", "max"),
-                "waiting": self._model("llm_waiting_requests", "sum"),
-                "running": self._model("llm_running_requests", "sum")}[role]
-
-    # instance level
-    def instance_preemption_share(self, window: str) -> str:
-        return self._instance("llm_preemption_share", f"ratio_rate{window}")
-
-    def instance_preemptions(self, window: str) -> str:
-        return self._instance("llm_preemptions", f"rate{window}")
+    def __contains__(self, key: Key) -> bool:
+        return key in self._series
 
 
-class RecordedSignals(Signals):
-    """`Signals` answered from recorded series; `scope` is the raw scope (for fall-through questions),
-    of which only matchers on labels the recorded series keep apply to them."""
+def recording_layer(spec: EngineSpec, config) -> RecordingLayer:
+    """The engine's recorded series under the config (cheap: names and expression text only)."""
+    return RecordingLayer(spec, config)
 
-    def __init__(self, spec, config, scope: tuple[Matcher, ...], window: str):
+
+class RecordedSignals(SignalsBase):
+    """The signals answered from recorded series. `scope` is the raw scope (the matchers a dashboard or
+    the rules put on raw series), of which only matchers on labels the recorded series keep apply.
+    Questions the layer does not record raise; raw-only questions are asked of `.raw` explicitly."""
+
+    def __init__(self, spec, config, scope: tuple[Matcher, ...], window: str, layer: RecordingLayer | None = None):
         super().__init__(spec, config, scope, window)
-        self.names = RecordedNames(config)
+        self.layer = layer if layer is not None else recording_layer(spec, config)
         # the labels recorded series carry, so a per-model aggregate and a recorded series still match
         self.recorded_model = tuple(config.fleet.group_by) + (MODEL_LABEL, ENGINE_LABEL)
         kept = set(self.instance_group)
@@ -117,10 +279,6 @@ class RecordedSignals(Signals):
     def legend_labels(self) -> tuple[str, ...]:
         return (MODEL_LABEL,) + tuple(self.config.fleet.group_by)
 
-    @property
-    def raw(self) -> Signals:
-        return Signals(self.spec, self.config, self.scope, self.window)
-
     def _recorded_label(self, label: str) -> str:
         return MODEL_LABEL if label == self.spec.model_label else label
 
@@ -128,62 +286,80 @@ class RecordedSignals(Signals):
         """The recorded labels for a group given in the engine's own labels (None: per model)."""
         return self.recorded_model if group is None else tuple(self._recorded_label(label) for label in group)
 
-    def _scoped(self, name: str, matchers: tuple[Matcher, ...] = ()) -> str:
-        """A model-level recorded series under the scope (the instance variable does not apply to it)."""
-        instance = self.config.fleet.instance_label
-        return promql.selector(name, matchers + tuple(m for m in self.recorded_scope if m.label != instance))
+    def series(self, signal: str, role: str | None = None, window: str | None = None,
+               quantile: float | None = None, level: Level = Level.MODEL) -> Series:
+        return self.layer.get(Key(signal, role, window, quantile, level))
 
-    def _read(self, name: str, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
+    def selector(self, series: Series, matchers: tuple[Matcher, ...] = ()) -> str:
+        """The series under the scope; the instance matcher applies to instance-level series only."""
+        instance = self.config.fleet.instance_label
+        scope = self.recorded_scope if series.key.level is Level.INSTANCE else tuple(
+            m for m in self.recorded_scope if m.label != instance)
+        return promql.selector(series.name, matchers + scope)
+
+    def _read(self, series: Series, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
         group = self._group(group)
         if group == self.recorded_model and not extra:
-            return self._scoped(name)
-        return f"{reduce}{promql.by(extra + group)} ({self._scoped(name)})"
+            return self.selector(series)
+        return f"{reduce}{promql.by(extra + group)} ({self.selector(series)})"
 
+    # ---- the primitive reads, each from one recorded series --------------------------------------
     def throughput(self, group=None, window=None) -> str:
-        d = self.config.divergence
-        return self._read(self.names.throughput(d.window), "sum", group)
+        return self._read(self.series("throughput", window=window or self.config.divergence.window), "sum", group)
 
     def throughput_baseline(self, group=None) -> str:
-        return self._read(self.names.throughput_baseline(), "sum", group)
+        return self._read(self.series("throughput_baseline", window=self.config.divergence.window), "sum", group)
 
     def requests(self, group=None, window=None) -> str:
-        return self._read(self.names.requests(), "sum", group)
+        return self._read(self.series("requests", window=window or self.config.preemption.window), "sum", group)
 
     def retracted_tokens(self, side: str, group=None, window=None) -> str:
-        return self._read(self.names.retracted_tokens(side), "sum", group)
+        return self._read(self.series("retracted_tokens", side, window or self.config.preemption.window), "sum",
+                          group)
 
     def gauge(self, role: str, group=None, reduce: str = "sum") -> str:
-        return self._read(self.names.gauge(role), reduce, group)
+        return self._read(self.series(role), reduce, group)
 
     def preemption_rate(self, group=None, window=None) -> str:
-        if self.preemption_is_counter:
-            return self._read(self.names.preemptions(), "sum", group)
-        return self._read(self.names.paused(), "sum", group)
-
-    def preemption_share(self, group=None, window=None) -> str:
-        window = window or self.config.preemption.short_window
-        if group is not None and self.config.fleet.instance_label in group:
-            return promql.selector(self.names.instance_preemption_share(window), self.recorded_scope)
-        if self.preemption_is_counter:
-            return self._read(self.names.preemptions_per_request(), "sum", group) if group is None else \
-                promql.divide(self.preemption_rate(group), self.requests(group))
-        group = self._group(group)
-        return f"max{promql.by(group)} ({promql.selector(self.names.instance_preemption_share(window), self.recorded_scope)})"
+        return self._read(self.series("preemption_rate", window=window or self.config.preemption.window), "sum",
+                          group)
 
     def instance_preemptions(self, window: str) -> str:
-        return promql.selector(self.names.instance_preemptions(window), self.recorded_scope)
+        return self.selector(self.series("preemption_rate", window=window, level=Level.INSTANCE))
+
+    def preemption_share(self, group=None, window=None) -> str:
+        """Per instance: the recorded share. Per model: preemptions per finished request (the worst
+        instance's paused share on a paused-requests gauge)."""
+        window = window or self.config.preemption.short_window
+        share = self.series("preemption_share", window=window, level=Level.INSTANCE)
+        if group is not None and self.config.fleet.instance_label in group:
+            return self.selector(share)
+        if self.preemption_is_counter:
+            if group is None:
+                return self._read(self.series("preemptions_per_request", window=self.config.preemption.window),
+                                  "sum", group)
+            return promql.divide(self.preemption_rate(group), self.requests(group))
+        return f"max{promql.by(self._group(group))} ({self.selector(share)})"
 
     def bucket_rates(self, role: str, group=None, window=None) -> str:
-        return self._read(self.names.buckets(role), "sum", group, extra=("le",))
+        series = self.series("bucket_rates", role, window or self.config.divergence.window)
+        return self._read(series, "sum", group, extra=(BUCKET_LABEL,))
 
-    def quantile(self, role: str, q: float = 0.99, group=None, window=None) -> str:
-        if group is None and q in (0.5, 0.99):
-            return self._read(self.names.quantile(role, q), "sum", group)
-        return promql.quantile(q, self.bucket_rates(role, group), self.scale(role))
+    def quantile(self, role: str, q: float = HEADLINE_QUANTILE, group=None, window=None) -> str:
+        """Per model, the recorded quantile; at any other grouping, the quantile of the recorded buckets."""
+        window = window or self.config.divergence.window
+        if group is None:
+            return self._read(self.series("quantile", role, window, q), "sum", group)
+        return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
+
+    def token_latency_quantile(self, q: float = HEADLINE_QUANTILE) -> str:
+        return self.selector(self.series("token_latency_quantile", window=self.config.divergence.window,
+                                         quantile=q))
 
     def _bucket(self, role: str, le: str, group) -> str:
         """One bucket's recorded rate summed over the group (which drops `le`, so buckets divide)."""
-        return f"sum{promql.by(group)} ({self._scoped(self.names.buckets(role), (Matcher('le', '=', le),))})"
+        series = self.series("bucket_rates", role, self.config.divergence.window)
+        return f"sum{promql.by(group)} ({self.selector(series, (Matcher(BUCKET_LABEL, '=', le),))})"
 
     def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
         group = self._group(group)
@@ -196,13 +372,17 @@ class RecordedSignals(Signals):
         return promql.divide(self._bucket(role, le, group), self._bucket(role, "+Inf", group))
 
     def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
-        seconds, tokens = self.names.token_latency_mean_parts()
-        return self._read(seconds, "sum", group), self._read(tokens, "sum", group)
+        window = window or self.config.divergence.window
+        return (self._read(self.series("mean_latency_seconds", window=window), "sum", group),
+                self._read(self.series("mean_latency_tokens", window=window), "sum", group))
 
     def mean_latency(self, group=None, window=None) -> str:
         if group is None:
-            return self._read(self.names.token_latency_mean(), "sum", group)
-        return promql.divide(*self.mean_latency_parts(group))
+            return self._read(self.series("mean_latency", window=window or self.config.divergence.window), "sum",
+                              group)
+        return promql.divide(*self.mean_latency_parts(group, window))
 
     def latency_baseline(self, group=None) -> str:
-        return self._read(self.names.latency_baseline(self.latency_role), "max", group)
+        role = self.latency_role
+        q = None if self.is_mean(role) else HEADLINE_QUANTILE
+        return self._read(self.series("latency_baseline", role, self.config.divergence.window, q), "max", group)

@@ -26,17 +26,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import (LATENCY_HISTOGRAM_ROLES, MEAN_LATENCY_ROLE, UNIT_TO_SECONDS, EngineSpec, Source,
-                                     bound_problem, bucket_for)
+from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
+from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE, HEADLINE_QUANTILE, LATENCY_HISTOGRAM_ROLES,
+                                LATENCY_ROLES, LOG_PREEMPTIONS, PANEL_TITLES, TOKEN_LATENCY_ROLES, Panel, Role)
 
-LATENCY_ROLES = LATENCY_HISTOGRAM_ROLES + (MEAN_LATENCY_ROLE,)  # the divergence's choice: finest histogram first
-TOKEN_LATENCY_ROLES = ("itl", "tpot", MEAN_LATENCY_ROLE)          # per-token latency, finest first
-ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
-LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count preemption log lines into
-MODEL_LABEL = "model_name"  # what recorded series and alerts call the model, whatever the engine calls it
 PAUSED_RESOLUTION = "30s"  # how finely the paused-requests gauge is sampled when its paused share is taken
 
 
@@ -50,11 +46,11 @@ class SignalInfo:
 
 
 INFO = {
-    "throughput": SignalInfo("Output tokens/s", "suffix: tok/s", "generated tokens per second"),
-    "ttft": SignalInfo("TTFT p99", "s", "time to first token"),
-    "itl": SignalInfo("ITL p99", "s", "inter-token latency"),
-    "tpot": SignalInfo("TPOT p99", "s", "time per output token of a whole request"),
-    MEAN_LATENCY_ROLE: SignalInfo("Mean time per token", "s", "decode time per generated token"),
+    Role.THROUGHPUT: SignalInfo(PANEL_TITLES[Panel.THROUGHPUT], "suffix: tok/s", "generated tokens per second"),
+    Role.TTFT: SignalInfo(f"TTFT {HEADLINE}", "s", "time to first token"),
+    Role.ITL: SignalInfo(f"ITL {HEADLINE}", "s", "inter-token latency"),
+    Role.TPOT: SignalInfo(f"TPOT {HEADLINE}", "s", "time per output token of a whole request"),
+    Role.TOKEN_LATENCY_MEAN: SignalInfo("Mean time per token", "s", "decode time per generated token"),
 }
 MEAN_WHY = ("It is a mean over the requests that finished in the window (the engine adds a request's decode time and "
             "tokens when it finishes, and has no latency histogram), so it moves late and less than a p99: a stall "
@@ -80,8 +76,10 @@ def model_group(spec: EngineSpec, config) -> tuple[str, ...]:
     return tuple(config.fleet.group_by) + (spec.model_label,)
 
 
-class Signals:
-    """PromQL for one engine under one scope over raw scraped series.
+class SignalsBase:
+    """What raw and recorded signals share: the engine's facts (which roles, which latency is the headline)
+    and the questions composed from primitive reads (latency vs baseline, divergence, preemption active).
+    `Signals` answers the primitive reads from scraped series, `RecordedSignals` from recorded ones.
 
     `group` (every method's argument) is the labels a result keeps; None means per model
     (`model_group`), () one fleet-wide value, `instance_group` one value per replica.
@@ -103,11 +101,7 @@ class Signals:
     @property
     def raw(self) -> "Signals":
         """Signals over the raw series (for questions only raw series answer, such as per-instance ones)."""
-        return self
-
-    # ---- series selection -------------------------------------------------
-    def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
-        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
+        return Signals(self.spec, self.config, self.scope, self.window)
 
     def has_job_selector(self) -> bool:
         return any(m.label == "job" for m in self.scope)
@@ -119,35 +113,6 @@ class Signals:
         sources = tuple(s for s in self.spec.signal(role).sources if not s.metric.generic or self.has_job_selector())
         return sources
 
-    def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
-        """`reduce by (group)` of the role's sources with fallbacks applied per replica, before aggregation."""
-        group = self.model if group is None else tuple(group)
-        sources = self.sources(role)
-        if len(sources) == 1:
-            return f"{reduce}{promql.by(extra + group)} ({per_source(sources[0])})"
-        identity = extra + self.instance_group
-        per_replica = [f"{reduce}{promql.by(identity)} ({per_source(s)})" for s in sources]
-        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(per_replica)})"
-
-    # ---- counters ---------------------------------------------------------
-    def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:
-        """Per-second rate of a counter signal, summed per group (over the window ending `offset` ago)."""
-        window = window or self.window
-        return self._per_series(role, lambda s: promql.rate(self._select(s), window, offset), "sum", group)
-
-    def throughput(self, group=None, window=None) -> str:
-        return self.counter_rate("throughput", group, window)
-
-    def requests(self, group=None, window=None) -> str:
-        return self.counter_rate("requests", group, window)
-
-    def retracted_tokens(self, side: str, group=None, window=None) -> str:
-        return self.counter_rate(f"retracted_{side}_tokens", group, window)
-
-    # ---- gauges -----------------------------------------------------------
-    def gauge(self, role: str, group=None, reduce: str = "sum") -> str:
-        return self._per_series(role, self._select, reduce, group)
-
     def kv_usage(self, group=None) -> str:
         """The fullest instance counts: KV pressure is per engine, so take the max, never a sum."""
         return self.gauge("kv_usage", group, "max")
@@ -158,72 +123,20 @@ class Signals:
     def running(self, group=None) -> str:
         return self.gauge("running", group)
 
-    # ---- preemption -------------------------------------------------------
     @property
     def preemption_is_counter(self) -> bool:
-        return self.sources("preemptions")[0].kind == "counter"
-
-    def preemption_rate(self, group=None, window=None) -> str:
-        """Preemptions/s from a counter; where the engine only has the paused-requests gauge, the most
-        requests it showed in the window (it holds the latest iteration only, so an instant sample
-        misses most pauses)."""
-        if self.preemption_is_counter:
-            return self.counter_rate("preemptions", group, window)
-        window = window or self.window
-        return self._per_series("preemptions", lambda s: f"max_over_time({self._select(s)}[{window}])", "sum", group)
-
-    def preemption_share(self, group=None, window=None) -> str:
-        """How much of its work an instance (or group) loses to preemption: preemptions per finished
-        request from a counter; on a paused-requests gauge, the share of the window in which any
-        request was paused (a blip is one sample, a collapse nearly all of them)."""
-        window = window or self.window
-        if self.preemption_is_counter:
-            return promql.divide(self.preemption_rate(group, window), self.requests(group, window))
-        return self._per_series(
-            "preemptions", lambda s: f"avg_over_time(({self._select(s)} > bool 0)[{window}:{PAUSED_RESOLUTION}])",
-            "max", group)
-
-    def preemptions_per_request(self, group=None) -> str:
-        """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
-        total = self._per_series("preemptions_per_request", lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_sum"), self.window), "sum", group)
-        count = self._per_series("preemptions_per_request", lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_count"), self.window), "sum", group)
-        return promql.divide(total, count)
+        return self.sources(Role.PREEMPTIONS)[0].kind == "counter"
 
     @property
     def has_retracted_sides(self) -> bool:
         return self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")
 
-    # ---- histograms -------------------------------------------------------
     def scale(self, role: str) -> float:
         return UNIT_TO_SECONDS[self.sources(role)[0].metric.unit]
-
-    def bucket_rates(self, role: str, group=None, window=None) -> str:
-        """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
-        window = window or self.window
-        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket"), window),
-                                "sum", group, extra=("le",))
-
-    def quantile(self, role: str, q: float = 0.99, group=None, window=None) -> str:
-        return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
 
     def top_bound(self, role: str) -> float:
         """The histogram's highest finite bound, in seconds: no quantile can read above it."""
         return max(s.metric.buckets[-1] * self.scale(role) for s in self.sources(role))
-
-    def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
-        """Share of observations above the highest finite bound, where a quantile would read the bound itself."""
-        window = window or self.window
-        top = Matcher("le", "=", self.spec.le(self.top_bound(role) / self.scale(role)))
-        within = self._per_series(role, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_bucket", (top,)), window), "sum", group)
-        return f"1 - {promql.divide(within, self._count_rate(role, group, window))}"
-
-    def _count_rate(self, role: str, group=None, window=None) -> str:
-        window = window or self.window
-        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_count"), window),
-                                "sum", group)
 
     @property
     def token_latency_role(self) -> str | None:
@@ -244,24 +157,13 @@ class Signals:
 
     @staticmethod
     def is_mean(role: str) -> bool:
-        return role == MEAN_LATENCY_ROLE
+        return role == Role.TOKEN_LATENCY_MEAN
 
     def latency(self, role: str, group=None, window=None) -> str:
-        """A latency role's headline value in seconds: the p99 of a histogram, the mean of a mean role."""
-        return self.mean_latency(group, window) if self.is_mean(role) else self.quantile(role, 0.99, group, window)
-
-    def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
-        """(seconds/s, tokens/s) of the mean role, summed per group with fallbacks per replica."""
-        window = window or self.window
-        role = MEAN_LATENCY_ROLE
-        seconds = self._per_series(role, lambda s: promql.rate(self._select(s), window), "sum", group)
-        tokens = self._per_series(role, lambda s: promql.rate(self._select(s, s.per.name), window), "sum", group)
-        scale = self.scale(role)
-        return (seconds if scale == 1.0 else f"{seconds} * {scale:g}"), tokens
-
-    def mean_latency(self, group=None, window=None) -> str:
-        """Seconds per token over the requests that finished in the window: rate(seconds) / rate(tokens)."""
-        return promql.divide(*self.mean_latency_parts(group, window))
+        """A latency role's headline value in seconds: the headline quantile of a histogram, the mean of a mean role."""
+        if self.is_mean(role):
+            return self.mean_latency(group, window)
+        return self.quantile(role, HEADLINE_QUANTILE, group, window)
 
     def slo_target(self, name: str) -> float | None:
         """SLO target in seconds: the config's, else the catalog default; None when neither applies."""
@@ -269,7 +171,7 @@ class Signals:
         target = configured if configured is not None else self.spec.slo_defaults.get(name)
         if target is None:
             return None
-        role = "ttft" if name == "ttft_seconds" else self.token_latency_role
+        role = Role.TTFT if name == "ttft_seconds" else self.token_latency_role
         for source in self.sources(role):
             problem = bound_problem(source.metric, target)
             if problem:
@@ -277,36 +179,9 @@ class Signals:
                                    "pick a bound that every engine built has, or limit `engines:`")
         return target
 
-    def slo_share(self, role: str, target_seconds: float, group=None) -> str:
-        """Share of observations at or under the target, read from the target's own bucket."""
-        le = Matcher("le", "=", self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds)))
-        good = self._per_series(role, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
-        return promql.divide(good, self._count_rate(role, group))
-
-    # ---- divergence: latency rising while throughput holds -------------------
-    def _baseline(self, expr: str) -> str:
-        """The median of `expr` over the baseline window that ended `baseline_offset` ago.
-
-        A median of the windowed values, not one value over the whole window (a p99 of the hour's
-        buckets needs only 1 % slow samples, so a collapse would become its own baseline within
-        minutes; an hour's rate is skewed by a series that starts inside it), and offset, so the
-        incident itself stays out of it for the offset plus half the window.
-        """
-        d = self.config.divergence
-        return f"quantile_over_time(0.5, ({expr})[{d.baseline_window}:{d.baseline_resolution}] offset {d.baseline_offset})"
-
-    def latency_baseline(self, group=None) -> str:
-        return self._baseline(self.latency(self.latency_role, group, self.config.divergence.window))
-
     def latency_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
         return promql.divide(self.latency(self.latency_role, group, d.window), self.latency_baseline(group))
-
-    def throughput_baseline(self, group=None) -> str:
-        """Output tok/s over the same offset window as the latency baseline: a load increase stays outside
-        the band until both baselines have absorbed it."""
-        return self._baseline(self.throughput(group, self.config.divergence.window))
 
     def throughput_vs_baseline(self, group=None) -> str:
         d = self.config.divergence
@@ -336,10 +211,6 @@ class Signals:
         """1 per model while preemptions happen (rate over the preemption window, or paused > 0)."""
         return promql.as_flag(f"{self.preemption_rate(group, self.config.preemption.window)} > 0")
 
-    def exported(self, role: str, labels: tuple[str, ...]) -> str:
-        """1 per value set of `labels` under which some source of `role` is exported."""
-        return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
-
     @property
     def logs(self) -> "LogSignals":
         """The log-derived preemption count under this scope. mtail is its own scrape target: its series carry
@@ -351,7 +222,125 @@ class Signals:
         return LogSignals(self.spec, self.config, scope + tuple(m for m in self.scope if m.label not in dropped),
                           self.window)
 
-    # ---- missing series ----------------------------------------------------
+
+class Signals(SignalsBase):
+    """PromQL for one engine under one scope over raw scraped series."""
+
+    def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
+        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
+
+    def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
+        """`reduce by (group)` of the role's sources with fallbacks applied per replica, before aggregation."""
+        group = self.model if group is None else tuple(group)
+        sources = self.sources(role)
+        if len(sources) == 1:
+            return f"{reduce}{promql.by(extra + group)} ({per_source(sources[0])})"
+        identity = extra + self.instance_group
+        per_replica = [f"{reduce}{promql.by(identity)} ({per_source(s)})" for s in sources]
+        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(per_replica)})"
+
+    def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:
+        """Per-second rate of a counter signal, summed per group (over the window ending `offset` ago)."""
+        window = window or self.window
+        return self._per_series(role, lambda s: promql.rate(self._select(s), window, offset), "sum", group)
+
+    def throughput(self, group=None, window=None) -> str:
+        return self.counter_rate(Role.THROUGHPUT, group, window)
+
+    def requests(self, group=None, window=None) -> str:
+        return self.counter_rate(Role.REQUESTS, group, window)
+
+    def retracted_tokens(self, side: str, group=None, window=None) -> str:
+        return self.counter_rate(f"retracted_{side}_tokens", group, window)
+
+    def gauge(self, role: str, group=None, reduce: str = "sum") -> str:
+        return self._per_series(role, self._select, reduce, group)
+
+    def preemption_rate(self, group=None, window=None) -> str:
+        """Preemptions/s from a counter; where the engine only has the paused-requests gauge, the most
+        requests it showed in the window (it holds the latest iteration only, so an instant sample
+        misses most pauses)."""
+        if self.preemption_is_counter:
+            return self.counter_rate(Role.PREEMPTIONS, group, window)
+        window = window or self.window
+        return self._per_series(Role.PREEMPTIONS, lambda s: f"max_over_time({self._select(s)}[{window}])", "sum", group)
+
+    def preemption_share(self, group=None, window=None) -> str:
+        """How much of its work an instance (or group) loses to preemption: preemptions per finished
+        request from a counter; on a paused-requests gauge, the share of the window in which any
+        request was paused (a blip is one sample, a collapse nearly all of them)."""
+        window = window or self.window
+        if self.preemption_is_counter:
+            return promql.divide(self.preemption_rate(group, window), self.requests(group, window))
+        return self._per_series(
+            Role.PREEMPTIONS, lambda s: f"avg_over_time(({self._select(s)} > bool 0)[{window}:{PAUSED_RESOLUTION}])",
+            "max", group)
+
+    def preemptions_per_request(self, group=None) -> str:
+        """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
+        total = self._per_series("preemptions_per_request", lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_sum"), self.window), "sum", group)
+        count = self._per_series("preemptions_per_request", lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_count"), self.window), "sum", group)
+        return promql.divide(total, count)
+
+    def bucket_rates(self, role: str, group=None, window=None) -> str:
+        """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
+        window = window or self.window
+        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket"), window),
+                                "sum", group, extra=(BUCKET_LABEL,))
+
+    def quantile(self, role: str, q: float = HEADLINE_QUANTILE, group=None, window=None) -> str:
+        return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
+
+    def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
+        """Share of observations above the highest finite bound, where a quantile would read the bound itself."""
+        window = window or self.window
+        top = Matcher(BUCKET_LABEL, "=", self.spec.le(self.top_bound(role) / self.scale(role)))
+        within = self._per_series(role, lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_bucket", (top,)), window), "sum", group)
+        return f"1 - {promql.divide(within, self._count_rate(role, group, window))}"
+
+    def _count_rate(self, role: str, group=None, window=None) -> str:
+        window = window or self.window
+        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_count"), window),
+                                "sum", group)
+
+    def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
+        """(seconds/s, tokens/s) of the mean role, summed per group with fallbacks per replica."""
+        window = window or self.window
+        role = Role.TOKEN_LATENCY_MEAN
+        seconds = self._per_series(role, lambda s: promql.rate(self._select(s), window), "sum", group)
+        tokens = self._per_series(role, lambda s: promql.rate(self._select(s, s.per.name), window), "sum", group)
+        scale = self.scale(role)
+        return (seconds if scale == 1.0 else f"{seconds} * {scale:g}"), tokens
+
+    def mean_latency(self, group=None, window=None) -> str:
+        """Seconds per token over the requests that finished in the window: rate(seconds) / rate(tokens)."""
+        return promql.divide(*self.mean_latency_parts(group, window))
+
+    def slo_share(self, role: str, target_seconds: float, group=None) -> str:
+        """Share of observations at or under the target, read from the target's own bucket."""
+        le = Matcher(BUCKET_LABEL, "=", self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds)))
+        good = self._per_series(role, lambda s: promql.rate(
+            self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
+        return promql.divide(good, self._count_rate(role, group))
+
+    def _baseline(self, expr: str) -> str:
+        return promql.baseline(expr, self.config.divergence)
+
+    def latency_baseline(self, group=None) -> str:
+        return self._baseline(self.latency(self.latency_role, group, self.config.divergence.window))
+
+    def throughput_baseline(self, group=None) -> str:
+        """Output tok/s over the same offset window as the latency baseline: a load increase stays outside
+        the band until both baselines have absorbed it."""
+        return self._baseline(self.throughput(group, self.config.divergence.window))
+
+    def exported(self, role: str, labels: tuple[str, ...]) -> str:
+        """1 per value set of `labels` under which some source of `role` is exported."""
+        return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
+
     def present(self, role: str) -> str:
         """1 per replica that exports any source of `role` (a histogram by its _count)."""
         def series(s: Source) -> str:

@@ -19,17 +19,10 @@ import yaml
 from llmdash.engines.catalog import EngineSpec
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
-from llmdash.panels.recorded import RecordedSignals
-from llmdash.panels.signals import ENGINE_LABEL, INFO, MODEL_LABEL, Signals, fixed_selectors
+from llmdash.panels.recorded import RecordedSignals, recording_layer
+from llmdash.panels.signals import INFO, Signals, fixed_selectors
+from llmdash.vocabulary import ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert
 
-PREEMPTIONS_HIGH = "LLMServingPreemptionsHigh"
-DIVERGENCE = "LLMServingLatencyThroughputDivergence"
-TTFT_HIGH = "LLMServingTTFTP99High"
-ITL_HIGH = "LLMServingITLP99High"
-SIGNAL_MISSING = "LLMServingSignalMissing"
-LOG_PREEMPTIONS_HIGH = "LLMServingLogPreemptionsHigh"
-ALERT_NAMES = (PREEMPTIONS_HIGH, DIVERGENCE, TTFT_HIGH, ITL_HIGH, SIGNAL_MISSING, LOG_PREEMPTIONS_HIGH)
-RUNBOOK_DIR = "docs/runbooks"
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
@@ -40,58 +33,15 @@ def rule_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
     return fixed_selectors(spec, config)
 
 
-def recording_rules(spec: EngineSpec, config) -> list[tuple[str, str]]:
-    """(record name, expression) of the recording-rule layer, in evaluation order (later rules read earlier ones)."""
-    d, p = config.divergence, config.preemption
-    raw = Signals(spec, config, rule_scope(spec, config), d.window)
-    rec = RecordedSignals(spec, config, rule_scope(spec, config), d.window)
-    names = rec.names
-    model_name = lambda expr: _as_model_name(spec, expr)  # noqa: E731 - raw leaves get the fleet's model label
-    baseline = lambda expr: f"quantile_over_time(0.5, {expr}[{d.baseline_window}] offset {d.baseline_offset})"  # noqa: E731
-    records = [(names.throughput(d.window), model_name(raw.throughput(window=d.window))),
-               (names.throughput_baseline(), baseline(rec.throughput()))]
-    if spec.has("requests"):
-        records.append((names.requests(), model_name(raw.requests(window=p.window))))
-    for role in raw.latency_roles:
-        records.append((names.buckets(role), model_name(raw.bucket_rates(role, window=d.window))))
-        records += [(names.quantile(role, q), promql.quantile(q, rec.bucket_rates(role), raw.scale(role)))
-                    for q in (0.99, 0.5)]
-    token_role = raw.token_latency_role
-    if token_role and raw.is_mean(token_role):
-        records += [(name, model_name(expr)) for name, expr in zip(names.token_latency_mean_parts(),
-                                                                   raw.mean_latency_parts(window=d.window))]
-        records.append((names.token_latency_mean(), promql.divide(*rec.mean_latency_parts())))
-    elif token_role:
-        records.append((names.token_latency_p99(), rec.quantile(token_role, 0.99)))
-    records.append((names.latency_baseline(raw.latency_role), baseline(rec.latency(raw.latency_role))))
-    records += [(names.gauge(role), model_name(raw.gauge(role, reduce=reduce)))
-                for role, reduce in (("kv_usage", "max"), ("waiting", "sum"), ("running", "sum")) if spec.has(role)]
-    if spec.has("preemptions"):
-        per_instance = raw.instance_group
-        if raw.preemption_is_counter:
-            records.append((names.preemptions(), model_name(raw.preemption_rate(window=p.window))))
-            records.append((names.preemptions_per_request(), promql.divide(rec.preemption_rate(), rec.requests())))
-            records.append((names.instance_preemptions(p.short_window),
-                            model_name(raw.preemption_rate(per_instance, p.short_window))))
-        else:
-            records.append((names.paused(), model_name(raw.preemption_rate(window=p.window))))
-        records += [(names.instance_preemption_share(w), model_name(raw.preemption_share(per_instance, w)))
-                    for w in (p.short_window, p.long_window)]
-    if raw.has_retracted_sides:
-        records += [(names.retracted_tokens(side), model_name(raw.retracted_tokens(side, window=p.window)))
-                    for side in ("input", "output")]
-    return records
-
-
 def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
     """Every series name the recording rules write for this engine (what recorded dashboards may read)."""
-    return frozenset(name for name, _ in recording_rules(spec, config))
+    return frozenset(series.name for series in recording_layer(spec, config).series)
 
 
 def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
-    rules: list[dict] = [{"record": name, "expr": expr, "labels": {ENGINE_LABEL: spec.id}}
-                         for name, expr in recording_rules(spec, config)]
+    rules: list[dict] = [{"record": series.name, "expr": series.expr, "labels": {ENGINE_LABEL: spec.id}}
+                         for series in recording_layer(spec, config).series]
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), divergence(sig, config),
@@ -126,8 +76,8 @@ def inhibit_rules(config) -> dict:
     of the same engine, model and fleet group, which describe the same incident from outside."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
     return {"inhibit_rules": [{
-        "source_matchers": [f'alertname="{PREEMPTIONS_HIGH}"'],
-        "target_matchers": [f'alertname=~"{DIVERGENCE}|{TTFT_HIGH}|{ITL_HIGH}"'],
+        "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
+        "target_matchers": [f'alertname=~"{Alert.DIVERGENCE}|{Alert.TTFT_HIGH}|{Alert.ITL_HIGH}"'],
         "equal": equal,
     }]}
 
@@ -142,14 +92,6 @@ def _with_model_name(spec: EngineSpec, expr: str) -> str:
     if spec.model_label == MODEL_LABEL:
         return expr
     return f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{spec.model_label}", "(.*)")'
-
-
-def _as_model_name(spec: EngineSpec, expr: str) -> str:
-    """Recorded series carry the model as `model_name` only (an empty replacement deletes a label), so every
-    engine's recorded series have the same labels and the fleet dashboard reads them together."""
-    if spec.model_label == MODEL_LABEL:
-        return expr
-    return f'label_replace({_with_model_name(spec, expr)}, "{spec.model_label}", "", "", "")'
 
 
 def _where(config) -> str:
@@ -178,10 +120,10 @@ def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: 
         annotations["runbook_url"] = url
     else:
         annotations["description"] += f" Runbook: {RUNBOOK_DIR}/{name}.md in the llmdash repository."
-    rule = {"alert": name, "expr": expr, "for": duration}
+    rule = {"alert": str(name), "expr": expr, "for": duration}
     if keep_firing_for:
         rule["keep_firing_for"] = keep_firing_for
-    rule["labels"] = {ENGINE_LABEL: sig.spec.id, **(labels or {}), "severity": severity}
+    rule["labels"] = {ENGINE_LABEL: sig.spec.id, **(labels or {}), SEVERITY_LABEL: severity}
     rule["annotations"] = annotations
     return rule
 
@@ -208,7 +150,7 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     side = (" On SGLang the *Retracted tokens/s* panel tells whether the recompute is prompt-side (long contexts "
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
     return _alert(
-        sig, config, PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
+        sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} instance {instance} is preempting requests of {_where(config)}",
         f"{instance} serving {_where(config)} on {sig.spec.title}: {what}. Its KV cache is full: running requests "
         "lose their KV blocks and are recomputed later, so their users wait while throughput looks normal."
@@ -223,13 +165,13 @@ def divergence(sig: RecordedSignals, config) -> dict:
     latency = INFO[sig.latency_role].title
     direct = sig.spec.has("preemptions")
     return _alert(
-        sig, config, DIVERGENCE, sig.divergence_condition(), d.alert_for, "warning" if direct else "critical",
+        sig, config, Alert.DIVERGENCE, sig.divergence_condition(), d.alert_for, "warning" if direct else "critical",
         f"{latency} of {_where(config)} diverges from throughput on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {latency} over {d.window} is "
         f"{{{{ $value | printf \"%.1f\" }}}}x its median over the {d.baseline_window} that ended {d.baseline_offset} ago, "
         f"while output tokens/s stays within ±{d.throughput_band:.0%} of its median over that same window. Latency rising with flat "
         "throughput is what KV-cache preemption looks like from outside; a load increase would raise throughput too."
-        + (" Without preemptions (see LLMServingPreemptionsHigh) it can also be longer prompts or a slower "
+        + (f" Without preemptions (see {Alert.PREEMPTIONS_HIGH}) it can also be longer prompts or a slower "
            "workload, hence a warning." if direct else
            f" {sig.spec.title} exports no preemption metric, so this is the only direct alert for it."))
 
@@ -238,10 +180,10 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
     """Static p99 thresholds; where the threshold is at or above the histogram's top bound (Triton's TTFT
     tops out at 5 s), the share of observations above that bound instead, since a quantile cannot pass it."""
     if which == "ttft":
-        role, name, levels = "ttft", TTFT_HIGH, config.thresholds.ttft_p99_seconds
+        role, name, levels = "ttft", Alert.TTFT_HIGH, config.thresholds.ttft_p99_seconds
     else:
         role = sig.token_latency_role
-        name, levels = ITL_HIGH, config.thresholds.itl_p99_seconds
+        name, levels = Alert.ITL_HIGH, config.thresholds.itl_p99_seconds
     if role is None or not sig.spec.has(role) or sig.is_mean(role):
         return None     # a p99 threshold compared with a mean would stay silent through most stalls
     info = INFO[role]
@@ -254,7 +196,7 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
         what = (f"{{{{ $value | humanizePercentage }}}} of observations over {w} are above the histogram's top "
                 f"bound of {top:g}s, so {info.title} is at least {top:g}s, at or above the {levels.critical:g}s threshold")
     else:
-        expr = f"({sig.quantile(role, 0.99)} > {levels.critical:g}) and ({floor})"
+        expr = f"({sig.quantile(role, HEADLINE_QUANTILE)} > {levels.critical:g}) and ({floor})"
         what = f"{info.title}{stand_in} over {w} is {{{{ $value | humanizeDuration }}}}, above the {levels.critical:g}s threshold"
     return _alert(
         sig, config, name, expr, config.rules.latency_alert_for, "warning",
@@ -280,10 +222,10 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
         expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
         silenced = (f" It stays silent where a series with the same {', '.join(join) or 'fleet'} labels exports "
                     f"{', '.join(f'`{s.series}`' for s in sig.sources('preemptions'))}: there "
-                    f"{PREEMPTIONS_HIGH} pages instead.")
+                    f"{Alert.PREEMPTIONS_HIGH} pages instead.")
     groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in config.fleet.group_by)
     return _alert(
-        sig, config, LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
+        sig, config, Alert.LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} log read by {instance}{groups} reports preemptions",
         f"mtail at {instance}{groups} counted {{{{ $value | printf \"%.0f\" }}}} {sig.spec.title} preemptions "
         f"in the log over {p.short_window} (page at {p.min_events:g}). The KV cache is full: running requests "
@@ -306,14 +248,14 @@ def signals_missing(sig: Signals, config) -> list[dict]:
             continue
         names = ", ".join(f"`{s.series}`" for s in sig.sources(role))
         rules.append(_alert(
-            sig, config, SIGNAL_MISSING,
+            sig, config, Alert.SIGNAL_MISSING,
             _with_model_name(sig.spec, f"{sig.present('running')} unless on ({identity}) {sig.present(role)}"),
             MISSING_FOR, "warning",
             f"{sig.spec.title} instance {instance} exports no {role} series",
             f"{instance} serving {_where(config)} exports {sig.spec.title}'s running-requests gauge but none of "
             f"{names} for {MISSING_FOR}. Dashboards and alerts that read the {role} signal are blind for it: a "
             "renamed series after an upgrade, a disabled metrics option, or a relabelling rule that drops it.",
-            labels={"signal": role}))
+            labels={"signal": str(role)}))
     return rules
 
 

@@ -3,7 +3,7 @@
 from llmdash.config import Config
 from llmdash.lab.bench import Outcome
 from llmdash.lab.bench import table as bench_table
-from llmdash.rules.generate import ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH
+from llmdash.vocabulary import Alert
 
 
 def test_bench_table_lists_only_the_alerts_an_engine_has_and_never_calls_them_missed():
@@ -13,7 +13,7 @@ def test_bench_table_lists_only_the_alerts_an_engine_has_and_never_calls_them_mi
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line.split("|")[3].strip()
             for line in bench_table(outcomes, ("tensorrt-llm-triton", "lmdeploy"), Config()).splitlines()
             if line.startswith("| ") and "---" not in line and not line.startswith("| engine")}
-    assert ("tensorrt-llm-triton", ITL_HIGH) not in rows
-    assert rows[("tensorrt-llm-triton", TTFT_HIGH)] == "missed"
-    assert ("lmdeploy", PREEMPTIONS_HIGH) not in rows
-    assert rows[("lmdeploy", ITL_HIGH)] == "missed"
+    assert ("tensorrt-llm-triton", Alert.ITL_HIGH) not in rows
+    assert rows[("tensorrt-llm-triton", Alert.TTFT_HIGH)] == "missed"
+    assert ("lmdeploy", Alert.PREEMPTIONS_HIGH) not in rows
+    assert rows[("lmdeploy", Alert.ITL_HIGH)] == "missed"

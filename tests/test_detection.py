@@ -12,7 +12,7 @@ import pytest
 from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.lab import bench
-from llmdash.rules.generate import DIVERGENCE, PREEMPTIONS_HIGH
+from llmdash.vocabulary import Alert
 
 pytestmark = pytest.mark.e2e
 
@@ -39,16 +39,16 @@ def critical(outcome) -> list:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
     collapse = outcomes[(engine, "kv-collapse")]
-    divergence = collapse.delay_s(DIVERGENCE)
+    divergence = collapse.delay_s(Alert.DIVERGENCE)
     # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1)
     deadline = 7 * 60 if engine in MEAN_ONLY else 5 * 60
     assert divergence is not None and divergence <= deadline, divergence
     if SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter":
-        preemption = collapse.delay_s(PREEMPTIONS_HIGH)
+        preemption = collapse.delay_s(Alert.PREEMPTIONS_HIGH)
         assert preemption is not None and 0 <= preemption <= 5 * 60, preemption
     # A paused-requests gauge holds the latest iteration only and catches a few pauses in a collapse,
     # like two blips: its page waits for sustained pausing (README, "Detection quality").
-    for alert in (DIVERGENCE, PREEMPTIONS_HIGH):
+    for alert in (Alert.DIVERGENCE, Alert.PREEMPTIONS_HIGH):
         assert {f.model for f in collapse.fired(alert)} <= {collapse.affected_model}
 
 
@@ -57,7 +57,7 @@ def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
 def test_nothing_critical_without_a_collapse(outcomes, engine, scenario):
     outcome = outcomes[(engine, scenario)]
     assert critical(outcome) == [], [f.alert for f in critical(outcome)]
-    assert outcome.fired(PREEMPTIONS_HIGH) == []
+    assert outcome.fired(Alert.PREEMPTIONS_HIGH) == []
 
 
 def test_naive_baselines_miss_what_the_project_catches(outcomes):

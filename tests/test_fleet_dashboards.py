@@ -9,7 +9,7 @@ import pytest
 
 from llmdash.build import build_dashboards
 from llmdash.config import Config, DashboardSettings
-from llmdash.dashboards.fleet import FLEET
+from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import expressions
 from llmdash.engines.catalog import load_all
 from llmdash.rules.generate import recorded_series

@@ -20,7 +20,8 @@ from llmdash.lab import mtail
 from llmdash.lab.logs import sglang_log
 from llmdash.lab.promserver import find_binary
 from llmdash.lab.scenarios import Traffic, build
-from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, alert_names, render_rules
+from llmdash.vocabulary import Alert
+from llmdash.rules.generate import alert_names, render_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 ENABLED = Config(logs=Logs(enabled=True))
@@ -145,7 +146,7 @@ def test_logs_enabled_adds_panel_annotation_and_page_only_where_the_catalog_has_
         annotations = [a["name"] for a in dashboards[engine]["annotations"]["list"]]
         assert ("Preemptions/s (logs)" in titles) == has_lines
         assert ("Preemption (logs)" in annotations) == has_lines
-        assert (LOG_PREEMPTIONS_HIGH in alert_names(load_engine(engine), ENABLED)) == has_lines
+        assert (Alert.LOG_PREEMPTIONS_HIGH in alert_names(load_engine(engine), ENABLED)) == has_lines
     sglang = dashboards["sglang"]
     panel = next(p for p in sglang["panels"] if p.get("title") == "Preemptions/s (logs)")
     expr = panel["targets"][0]["expr"]
@@ -161,7 +162,7 @@ def test_log_selectors_replace_the_top_level_ones_for_mtail_series():
     config = dataclasses.replace(ENABLED, selectors={"job": "sglang", "cluster": "eu"},
                                  logs=Logs(enabled=True, selectors={"job": "mtail"}, replica_labels=("pod",)))
     rule = next(r for g in build_rule_files(config)["sglang"]["groups"] for r in g["rules"]
-                if r.get("alert") == LOG_PREEMPTIONS_HIGH)
+                if r.get("alert") == Alert.LOG_PREEMPTIONS_HIGH)
     assert rule["expr"] == (
         '(sum by (cluster, namespace, instance, pod) (increase(llmdash_log_preemptions_total{llm_engine="sglang", '
         'job="mtail", cluster="eu"}[2m])) >= 2) unless on (cluster, namespace, pod) group by (cluster, namespace, '
@@ -206,12 +207,12 @@ def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(t
               _series(mtail_of("c"), "0x9 1x10 2x10"), _series(mtail_of("d"), "0x30"),
               _series({"__name__": "sglang:num_retracted_requests_total", "tp_rank": "0", "namespace": "llm",
                        "pod": "b", "instance": "b:30000", "model_name": "m"}, collapse)]
-    expected = [{"labels": f'ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", alertstate="firing", instance="{pod}:3903", '
+    expected = [{"labels": f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing", instance="{pod}:3903", '
                            f'llm_engine="sglang", namespace="llm", {"pod=" + chr(34) + pod + chr(34) + ", " if replica_labels else ""}'
                            f'severity="critical"}}', "value": 1} for pod in pages]
-    checks = [{"expr": f'ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}', "eval_time": "15m",
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}', "eval_time": "15m",
                "exp_samples": expected},
-              {"expr": f'count_over_time(ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", pod=~"c|d"}}[30m])',
+              {"expr": f'count_over_time(ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", pod=~"c|d"}}[30m])',
                "eval_time": "30m", "exp_samples": []}]
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": checks}]}

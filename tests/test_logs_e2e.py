@@ -26,7 +26,8 @@ from llmdash.lab.logs import sglang_log
 from llmdash.lab.mtail import INSTALL_HINT as MTAIL_HINT, MtailServer
 from llmdash.lab.promserver import INSTALL_HINT as PROMETHEUS_HINT, PrometheusServer, find_binary
 from llmdash.lab.scenarios import Traffic, build
-from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, build_rules, render_rules
+from llmdash.vocabulary import Alert
+from llmdash.rules.generate import build_rules, render_rules
 
 pytestmark = pytest.mark.e2e
 
@@ -139,7 +140,7 @@ def _wait_for_counts(server: PrometheusServer, expected: dict[str, int], timeout
 
 def _firing(run: Run) -> dict[str, float]:
     """Case -> wall clock when the log page first fired."""
-    series = run.server.query_range(f'ALERTS{{alertname="{LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}',
+    series = run.server.query_range(f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}',
                                     run.start, run.end, 1)
     return {s["metric"]["namespace"]: float(s["values"][0][0]) for s in series}
 
@@ -164,7 +165,7 @@ def test_counter_is_the_retracted_requests_of_tp0_only(run):
 def test_log_page_and_annotation_mark_the_collapse_from_log_lines_alone(run, dashboard, case):
     first = run.first_retraction[case]
     fired = _firing(run)
-    assert case in fired, f"{LOG_PREEMPTIONS_HIGH} never fired for {case}"
+    assert case in fired, f"{Alert.LOG_PREEMPTIONS_HIGH} never fired for {case}"
     # never before the log showed a retraction; within 5 scenario minutes of it
     assert first <= fired[case] <= first + 5 * 60 / SCALE, (fired[case] - first) * SCALE
     regions = [r for r in dashboard.regions("Preemption (logs)") if r.labels.get("namespace") == case]

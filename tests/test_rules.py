@@ -14,16 +14,21 @@ import yaml
 from llmdash.build import build_rule_files
 from llmdash.config import Config
 from llmdash.engines.catalog import load_all
-from llmdash.panels.recorded import RecordedNames
-from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, SIGNAL_MISSING, TTFT_HIGH, inhibit_rules,
-                                    render_rules)
+from llmdash.panels.recorded import Key, Level, recording_layer
+from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
+from llmdash.rules.generate import inhibit_rules, render_rules
 from tests import rule_scenarios as sc
 from tests.rule_scenarios import Replica
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
 RULES = build_rule_files(Config())
-NAMES = RecordedNames(Config())
+P = Config().preemption
+
+
+def recorded(engine: str, key: Key) -> str:
+    """The name the engine's rules record `key` under (the registry's, so a rename follows)."""
+    return recording_layer(SPECS[engine], Config()).get(key).name
 PROMTOOL = shutil.which("promtool")
 
 
@@ -36,7 +41,7 @@ def promtool():
 
 
 def severity(alert: str, spec) -> str:
-    if alert == PREEMPTIONS_HIGH or (alert == DIVERGENCE and not spec.has("preemptions")):
+    if alert == Alert.PREEMPTIONS_HIGH or (alert == Alert.DIVERGENCE and not spec.has("preemptions")):
         return "critical"
     return "warning"
 
@@ -87,30 +92,30 @@ def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine)
     before = f"{sc.ONSET - 1}m"
     checks = [{"expr": 'ALERTS{alertstate="firing"}', "eval_time": before, "exp_samples": []}]
     # the collapse: divergence, and the preemption page on the instance, within minutes
-    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name=~".*collapse"}}',
+    checks.append({"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing", model_name=~".*collapse"}}',
                    "eval_time": f"{sc.ONSET + 10}m",
-                   "exp_samples": [firing(DIVERGENCE, spec, m) for m in ("collapse", "long_collapse")]})
+                   "exp_samples": [firing(Alert.DIVERGENCE, spec, m) for m in ("collapse", "long_collapse")]})
     if spec.has("preemptions"):
-        checks.append({"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
+        checks.append({"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing"}}',
                        "eval_time": f"{sc.ONSET + 4}m",
-                       "exp_samples": [firing(PREEMPTIONS_HIGH, spec, m, instance=f"{m}-0")
+                       "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, m, instance=f"{m}-0")
                                        for m in ("collapse", "long_collapse")]})
     # a 75-minute collapse keeps both pages to its end: the incident never becomes its own baseline
     end = f"{sc.ONSET + 75}m"
-    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name="long_collapse"}}',
-                   "eval_time": end, "exp_samples": [firing(DIVERGENCE, spec, "long_collapse")]})
+    checks.append({"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing", model_name="long_collapse"}}',
+                   "eval_time": end, "exp_samples": [firing(Alert.DIVERGENCE, spec, "long_collapse")]})
     if spec.has("preemptions"):
-        checks.append({"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing", model_name="long_collapse"}}',
+        checks.append({"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing", model_name="long_collapse"}}',
                        "eval_time": end,
-                       "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "long_collapse", instance="long_collapse-0")]})
+                       "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "long_collapse", instance="long_collapse-0")]})
     # longer prompts without preemption: the divergence shows, but pages only where nothing counts preemptions
-    checks.append({"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing", model_name="prompt_growth"}}',
-                   "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [firing(DIVERGENCE, spec, "prompt_growth")]})
+    checks.append({"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing", model_name="prompt_growth"}}',
+                   "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [firing(Alert.DIVERGENCE, spec, "prompt_growth")]})
     if spec.has("preemptions"):
         checks.append(never_fired([".*"], severity="critical", model_name="prompt_growth"))
     # the look-alikes: no preemption or divergence alert; no static latency alert but on a heavier load
     for name in QUIET:
-        alerts = [PREEMPTIONS_HIGH, DIVERGENCE] + ([TTFT_HIGH, ITL_HIGH] if name != "load_ramp" else [])
+        alerts = [Alert.PREEMPTIONS_HIGH, Alert.DIVERGENCE] + ([Alert.TTFT_HIGH, Alert.ITL_HIGH] if name != "load_ramp" else [])
         checks.append(never_fired(alerts, model_name=name))
     run_promtool(promtool, tmp_path, spec, models, checks)
 
@@ -119,9 +124,9 @@ def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine)
 def test_one_thrashing_replica_among_20_pages_within_4_minutes_and_is_named(promtool, tmp_path, engine):
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.thrashing if i == 7 else sc.steady, instance=f"m1-{i}") for i in range(20)]
-    checks = [{"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 4}m",
-               "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "m1", instance="m1-7")]}]
+               "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "m1", instance="m1-7")]}]
     run_promtool(promtool, tmp_path, spec, fleet, checks, roles=("preemptions", "requests", "running"))
 
 
@@ -129,8 +134,8 @@ def test_one_thrashing_replica_among_20_pages_within_4_minutes_and_is_named(prom
 def test_rare_preemptions_over_100_replicas_never_page(promtool, tmp_path, engine):
     """0.2 preemptions/s across the model (1 in 1000 requests) paged under a fleet-wide absolute threshold."""
     fleet = [Replica("m1", sc.background, instance=f"m1-{i}") for i in range(100)]
-    checks = [never_fired([PREEMPTIONS_HIGH]),
-              {"expr": f"sum({NAMES.preemptions()}) > bool 0.1", "eval_time": f"{sc.ONSET}m",
+    checks = [never_fired([Alert.PREEMPTIONS_HIGH]),
+              {"expr": f"sum({recorded(engine, Key('preemption_rate', window=P.window))}) > bool 0.1", "eval_time": f"{sc.ONSET}m",
                "exp_samples": [{"labels": "{}", "value": 1}]}]  # the fleet sum is above the old 0.1/s threshold
     run_promtool(promtool, tmp_path, SPECS[engine], fleet, checks, roles=("preemptions", "requests"))
 
@@ -141,11 +146,13 @@ def test_rolling_upgrade_keeps_the_old_replica_in_every_aggregate(promtool, tmp_
     """A stalled replica still on the old metric names beside a healthy one on the new names."""
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.stalled, instance="old", era="old"), Replica("m1", sc.steady, instance="new")]
-    checks = [{"expr": f"{NAMES.gauge('kv_usage')}", "eval_time": "30m",
-               "exp_samples": [{"labels": f'{NAMES.gauge("kv_usage")}{{llm_engine="{engine}", model_name="m1"}}',
+    kv = recorded(engine, Key(Role.KV_USAGE))
+    checks = [{"expr": kv, "eval_time": "30m",
+               "exp_samples": [{"labels": f'{kv}{{llm_engine="{engine}", model_name="m1"}}',
                                 "value": 0.99}]}]
     role = next(r for r in ("itl", "tpot", "ttft") if spec.has(r))
-    checks.append({"expr": f"{NAMES.quantile(role, 0.99)} > bool 0.2", "eval_time": "30m",
+    p99 = recorded(engine, Key("quantile", role, Config().divergence.window, HEADLINE_QUANTILE))
+    checks.append({"expr": f"{p99} > bool 0.2", "eval_time": "30m",
                    "exp_samples": [{"labels": f'{{llm_engine="{engine}", model_name="m1"}}', "value": 1}]})
     run_promtool(promtool, tmp_path, spec, fleet, checks)
 
@@ -155,22 +162,22 @@ def test_two_clusters_serving_one_model_page_separately(promtool, tmp_path, engi
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.collapse, instance="a-0", labels=(("cluster", "eu-1"),)),
              Replica("m1", sc.steady, instance="b-0", labels=(("cluster", "us-1"),))]
-    checks = [{"expr": f'ALERTS{{alertname="{DIVERGENCE}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 10}m",
-               "exp_samples": [firing(DIVERGENCE, spec, "m1", cluster="eu-1")]}]
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 10}m",
+               "exp_samples": [firing(Alert.DIVERGENCE, spec, "m1", cluster="eu-1")]}]
     run_promtool(promtool, tmp_path, spec, fleet, checks)
 
 
 def test_sglang_alert_labels_stay_stable_when_the_recompute_side_flips(promtool, tmp_path):
     spec = SPECS["sglang"]
-    checks = [{"expr": f'ALERTS{{alertname="{PREEMPTIONS_HIGH}", alertstate="firing"}}',
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 30}m",
-               "exp_samples": [firing(PREEMPTIONS_HIGH, spec, "m1", instance="m1-0")]}]
+               "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "m1", instance="m1-0")]}]
     run_promtool(promtool, tmp_path, spec, {"m1": sc.alternating_sides}, checks)
 
 
 def test_retractions_are_read_from_one_tp_rank(promtool, tmp_path):
     """Every rank repeats the retraction counter: the per-instance rate is one rank's 0.08/s, not 0.16/s."""
-    name = RecordedNames(Config()).instance_preemptions(Config().preemption.short_window)
+    name = recorded("sglang", Key("preemption_rate", window=P.short_window, level=Level.INSTANCE))
     checks = [{"expr": f"round({name} * 1000)", "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [
         {"labels": '{instance="m1-0", llm_engine="sglang", model_name="m1"}', "value": 80}]}]
     run_promtool(promtool, tmp_path, SPECS["sglang"], {"m1": sc.tp_overcount}, checks)
@@ -179,23 +186,23 @@ def test_retractions_are_read_from_one_tp_rank(promtool, tmp_path):
 @pytest.mark.parametrize("engine", ["tensorrt-llm-serve", "tensorrt-llm-triton"])
 def test_paused_gauge_blips_do_not_page(promtool, tmp_path, engine):
     spec = SPECS[engine]
-    run_promtool(promtool, tmp_path, spec, {"m1": sc.paused_blips}, [never_fired([PREEMPTIONS_HIGH])],
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.paused_blips}, [never_fired([Alert.PREEMPTIONS_HIGH])],
                  roles=("preemptions", "requests", "running"))
 
 
 def test_triton_ttft_page_reads_the_share_above_its_5_second_cap(promtool, tmp_path):
     """The first-response histogram tops out at 5000 ms: a p99 there reads exactly 5 s and never passes 5."""
     spec = SPECS["tensorrt-llm-triton"]
-    checks = [{"expr": f'ALERTS{{alertname="{TTFT_HIGH}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 15}m",
-               "exp_samples": [firing(TTFT_HIGH, spec, "m1")]}]
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.TTFT_HIGH}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 15}m",
+               "exp_samples": [firing(Alert.TTFT_HIGH, spec, "m1")]}]
     run_promtool(promtool, tmp_path, spec, {"m1": sc.capped_collapse}, checks)
 
 
 def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promtool, tmp_path):
     spec = SPECS["vllm"]
-    checks = [{"expr": f'ALERTS{{alertname="{SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "20m",
-               "exp_samples": [firing(SIGNAL_MISSING, spec, "m1", instance="m1-0", signal="preemptions")]},
-              {"expr": f'ALERTS{{alertname="{SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "10m",
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "20m",
+               "exp_samples": [firing(Alert.SIGNAL_MISSING, spec, "m1", instance="m1-0", signal="preemptions")]},
+              {"expr": f'ALERTS{{alertname="{Alert.SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "10m",
                "exp_samples": []}]
     run_promtool(promtool, tmp_path, spec, {"m1": sc.steady}, checks,
                  roles=("throughput", "requests", "itl", "tpot", "ttft", "running", "kv_usage", "waiting"))
@@ -225,6 +232,6 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():
     [rule] = inhibit_rules(Config())["inhibit_rules"]
-    assert rule["source_matchers"] == [f'alertname="{PREEMPTIONS_HIGH}"']
-    assert DIVERGENCE in rule["target_matchers"][0] and PREEMPTIONS_HIGH not in rule["target_matchers"][0]
+    assert rule["source_matchers"] == [f'alertname="{Alert.PREEMPTIONS_HIGH}"']
+    assert Alert.DIVERGENCE in rule["target_matchers"][0] and Alert.PREEMPTIONS_HIGH not in rule["target_matchers"][0]
     assert rule["equal"] == ["llm_engine", "model_name", "cluster", "namespace"]

@@ -7,7 +7,7 @@ import pytest
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import load_config
 from llmdash.errors import EXIT_USAGE, LlmdashError
-from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH
+from llmdash.vocabulary import Alert
 from tests.test_catalog import ENGINES
 
 TEMPLATE = "https://git.example.com/ops/llmdash/blob/main/docs/runbooks/{alertname}.md"
@@ -45,8 +45,8 @@ def panel_links(dashboard: dict, title: str) -> list[list[dict]]:
 # (panel title or the engine's token-latency title) -> the alert that watches it
 def watched(dashboard: dict, engine: str, rules: dict) -> dict[str, str]:
     alerts = {rule["alert"] for group in rules[engine]["groups"] for rule in group["rules"] if "alert" in rule}
-    expected = {"TTFT p99": TTFT_HIGH, "ITL p99": ITL_HIGH, "TPOT p99": ITL_HIGH, "Latency vs throughput divergence": DIVERGENCE,
-                "Preemptions/s": PREEMPTIONS_HIGH, "Paused requests": PREEMPTIONS_HIGH}
+    expected = {"TTFT p99": Alert.TTFT_HIGH, "ITL p99": Alert.ITL_HIGH, "TPOT p99": Alert.ITL_HIGH, "Latency vs throughput divergence": Alert.DIVERGENCE,
+                "Preemptions/s": Alert.PREEMPTIONS_HIGH, "Paused requests": Alert.PREEMPTIONS_HIGH}
     titles = {panel["title"] for panel in dashboard["panels"]}
     return {title: alert for title, alert in expected.items() if alert in alerts and title in titles}
 
@@ -56,7 +56,7 @@ def test_each_watched_panel_links_to_its_alerts_runbook(templated, engine):
     dashboards, rules = templated
     dashboard = dashboards[engine]
     expected = watched(dashboard, engine, rules)
-    assert DIVERGENCE in expected.values()
+    assert Alert.DIVERGENCE in expected.values()
     for title, alert in expected.items():
         links = panel_links(dashboard, title)
         assert links, f"{engine}: no panel titled {title!r}"

@@ -16,10 +16,8 @@ socket), a body cap, and TLS settings the environment cannot override.
 from __future__ import annotations
 
 import base64
-import json
 import math
 import os
-import re
 import socket
 import threading
 import time

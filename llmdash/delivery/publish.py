@@ -31,7 +31,7 @@ from typing import Callable
 
 from llmdash.review.diff import diff_dashboard, normalise, render_text
 from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
-from llmdash.dashboards.fleet import FLEET
+from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError

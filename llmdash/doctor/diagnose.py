@@ -21,12 +21,12 @@ from packaging.version import Version
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
-from llmdash.dashboards.fleet import FLEET
+from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import substitute
 from llmdash.doctor.inventory import Inventory
 from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
 from llmdash.errors import LlmdashError
-from llmdash.panels.signals import LOG_PREEMPTIONS
+from llmdash.vocabulary import LOG_PREEMPTIONS
 
 ALERTS = "ALERTS"
 PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing

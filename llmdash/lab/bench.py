@@ -32,7 +32,8 @@ from llmdash.rules.generate import build_rules, rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import EngineSpec, load_engine
 from llmdash.errors import EXIT_REMOTE, LlmdashError
-from llmdash.panels.signals import ENGINE_LABEL, Signals
+from llmdash.panels.signals import Signals
+from llmdash.vocabulary import ENGINE_LABEL
 
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"
