@@ -15,8 +15,9 @@ from llmdash.atomic import regular_file_text, update_tree
 from llmdash.config import Config
 from llmdash.dashboards.fleet import build_fleet_dashboard
 from llmdash.panels.recorded import recording_layer
-from llmdash.vocabulary import FLEET
+from llmdash.vocabulary import FLEET, RUNBOOK_DIR
 from llmdash.rules.mtail import mtail_program
+from llmdash.rules.runbooks import runbook_files
 from llmdash.rules.generate import (build_rules, inhibit_rules, render_inhibit_rules, render_rules,
                                     split_rules)
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
@@ -26,7 +27,7 @@ from llmdash.errors import EXIT_DRIFT, LlmdashError
 DEFAULT_OUT = Path("generated")
 # Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
 MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml", "mixin": ".yaml",
-           "mixin/dashboards_out": ".json", "mtail": ".mtail"}
+           "mixin/dashboards_out": ".json", "mtail": ".mtail", "runbooks": ".md"}
 PARTS = ("dashboards", "rules", "mixin", "mtail")
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
@@ -81,6 +82,7 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
     if "rules" in parts:
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
+        files |= {f"{RUNBOOK_DIR.removeprefix('generated/')}/{name}": text for name, text in runbook_files().items()}
     if "mixin" in parts:
         files |= mixin_files(dashboards, rules)
     if "mtail" in parts:

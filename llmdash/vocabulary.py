@@ -84,7 +84,7 @@ class Alert(StrEnum):
 
 
 ALERT_PATTERN = f"{ALERT_PREFIX}.*"   # every llmdash alert, as an `alertname=~` regex
-RUNBOOK_DIR = "docs/runbooks"         # one <alertname>.md each, in the repository
+RUNBOOK_DIR = "generated/runbooks"    # one <alertname>.md each, written by `llmdash build`
 
 
 # ---- dashboards -------------------------------------------------------------------------------

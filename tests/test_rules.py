@@ -226,8 +226,8 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
                 assert set(rule["labels"]) <= {"llm_engine", "severity", "signal"}
                 assert "recompute_side" not in rule["expr"]
                 assert "runbook_url" not in rule["annotations"], "a relative runbook link nobody can open"
-                assert f"docs/runbooks/{rule['alert']}.md" in rule["annotations"]["description"]
-                assert (ROOT / "docs/runbooks" / f"{rule['alert']}.md").is_file()
+                assert f"generated/runbooks/{rule['alert']}.md" in rule["annotations"]["description"]
+                assert (ROOT / "generated/runbooks" / f"{rule['alert']}.md").is_file()
 
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():

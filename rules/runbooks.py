@@ -1,0 +1,24 @@
+"""Runbooks: one Markdown page per alert, written as `runbooks/<alertname>.md` beside the rule files.
+
+The texts live in `rules/runbook_texts/<alert key>.md` (the `vocabulary.Alert` member's name, lowercased), with
+`${ALERT_KEY}` where an alert is named, `${PANEL_KEY}` where a panel is, and `${HEADLINE}` for the
+headline quantile, so renaming an alert or a panel or changing the quantile in the vocabulary renames the
+page, its links and every mention with no other edit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from string import Template
+
+from llmdash.vocabulary import HEADLINE, PANEL_TITLES, Alert
+
+TEXTS = Path(__file__).resolve().parent / "runbook_texts"
+
+
+def runbook_files() -> dict[str, str]:
+    """`<alertname>.md` -> the page's text, for every alert llmdash can raise."""
+    names = ({alert.name: alert.value for alert in Alert} | {"HEADLINE": HEADLINE}
+             | {f"PANEL_{panel.name}": title for panel, title in PANEL_TITLES.items()})
+    return {f"{alert}.md": Template((TEXTS / f"{alert.name.lower()}.md").read_text()).substitute(names)
+            for alert in Alert}
