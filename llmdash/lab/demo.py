@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from llmdash.build import build_dashboards
-from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard, seconds
+from llmdash.durations import seconds
+from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard
 from llmdash.lab.promserver import PrometheusServer, load_scenarios
 from llmdash.lab.render import render_dashboard
 from llmdash.engines.catalog import load_engine
