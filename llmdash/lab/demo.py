@@ -20,7 +20,7 @@ from llmdash.lab.promserver import PrometheusServer, load_scenarios
 from llmdash.lab.render import render_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import simulated_engines
+from llmdash.lab.emitters import simulated_engines
 from llmdash.lab.scenarios import PRIMARY
 
 SCENARIO = "kv-collapse"
