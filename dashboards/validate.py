@@ -16,6 +16,7 @@ from typing import Callable
 
 import promql_parser as pp
 
+from llmdash.dashboards import variables
 from llmdash.dashboards.schema import schema_problems
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
 from llmdash.vocabulary import ALERTS_SERIES, LOG_PREEMPTIONS, PANEL_TITLES, Panel
@@ -25,9 +26,9 @@ MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "tab
 STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none", "bytes", "ops"}
 RANGE_FUNCTIONS = {"rate", "increase", "irate"}
 PRESENCE_AGGREGATIONS = {"group", "count"}
-# Grafana variables a query may use, and a value that makes each one parse as PromQL.
-VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
-VARIABLE_SAMPLES = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
+# A query's variables are checked with the values Grafana sends for a 1 h range on a 15 s scrape (step =
+# the scrape interval, so $__rate_interval = 1m), every template variable = All.
+SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S = 15, 3600, 15
 # (type, title) of panels allowed to use fixed windows: a trailing baseline is a window by definition,
 # and the paused-requests tile reads the alert's window (a latest-iteration gauge needs many scrapes).
 FIXED_WINDOW_PANELS = {("timeseries", Panel.DIVERGENCE), ("stat", Panel.PAUSED)}
@@ -177,7 +178,7 @@ def lint(d: dict) -> list[str]:
 
 def substitute(expr: str) -> str:
     """Replace Grafana variables so the expression parses: durations for intervals, .* for the rest."""
-    return VARIABLE.sub(lambda m: VARIABLE_SAMPLES.get(m.group(1), ".*"), expr)
+    return variables.substitute(expr, {}, SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S, default=variables.ALL)
 
 
 def check_expr(expr: str, spec: EngineSpec | None, known: Callable[[str], bool] = lambda name: False) -> list[str]:

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from llmdash.durations import seconds
 from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
-from llmdash.panels.promql import seconds
 
-DURATION = re.compile(r"^[0-9]{1,20}[smhd]$")  # digits bounded: int() of thousands of digits raises
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
 MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
 # Grafana's refresh picker takes an interval like 30s, 1m, 1h ("" turns auto-refresh off); its
@@ -325,11 +324,13 @@ def _check(config: Config, path: Path) -> None:
                  "divergence.baseline_offset": div.baseline_offset,
                  "rules.latency_alert_for": config.rules.latency_alert_for}
     for key, value in durations.items():
-        if not DURATION.match(value):
-            bad(key, f"expected a Prometheus duration like 5m, got {shorten(value)}")
-        if seconds(value) > MAX_DURATION_SECONDS:
+        try:
+            value_s = seconds(value)
+        except ValueError:
+            bad(key, f"expected a Prometheus duration like 5m or 1h30m, got {shorten(value)}")
+        if value_s > MAX_DURATION_SECONDS:
             bad(key, f"{shorten(value)} is longer than Prometheus accepts ({MAX_DURATION_SECONDS}s, about 292 years)")
-        if seconds(value) == 0 and not key.endswith("_for"):
+        if value_s == 0 and not key.endswith("_for"):
             bad(key, "must be longer than 0s")
     refresh = config.dashboard.refresh
     if refresh and not (GRAFANA_REFRESH.match(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):

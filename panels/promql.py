@@ -13,14 +13,6 @@ from dataclasses import dataclass
 from llmdash.vocabulary import BASELINE_QUANTILE
 
 
-DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def seconds(duration: str) -> int:
-    """Seconds in a simple Prometheus duration such as 90s, 5m, 1h (the form the config allows)."""
-    return int(duration[:-1]) * DURATION_SECONDS[duration[-1]]
-
-
 def escape(value: str) -> str:
     """Escape a label value for a double-quoted PromQL string."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import yaml
 
+from llmdash.durations import seconds
 from llmdash.engines.catalog import EngineSpec
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
@@ -137,7 +138,7 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     short = sig.preemption_share(sig.instance_group, p.short_window)
     long = sig.preemption_share(sig.instance_group, p.long_window)
     if sig.preemption_is_counter:
-        min_rate = p.min_events / promql.seconds(p.short_window)
+        min_rate = p.min_events / seconds(p.short_window)
         expr = (f"({short} >= {p.page_share:g}) and ({long} >= {p.confirm_share:g}) "
                 f"and ({sig.instance_preemptions(p.short_window)} >= {min_rate:.6g})")
         what = (f"{{{{ $value | humanizePercentage }}}} as many preemptions as finished requests over {p.short_window} "

@@ -18,7 +18,7 @@ def prometheus_scenarios():
     """
     from llmdash.lab.promserver import PrometheusServer, load_scenarios
     from llmdash.engines.catalog import load_all
-    from llmdash.lab.exposition import simulated_engines
+    from llmdash.lab.emitters import simulated_engines
     from llmdash.lab.scenarios import CLASSIC_SCENARIOS
 
     started = time.monotonic()

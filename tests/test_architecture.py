@@ -15,6 +15,7 @@ LAYERS = {
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,
+    "llmdash.durations": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,
     "llmdash.dashboards": 3,
@@ -86,4 +87,10 @@ def test_readme_layout_section_names_every_package_folder():
 def test_the_vocabulary_imports_nothing_from_the_project():
     """Every layer reads its names from it, so it must sit below all of them."""
     imported = set(_imports(ROOT / "llmdash" / "vocabulary.py"))
+    assert {name for name in imported if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
+
+
+def test_the_duration_parser_imports_nothing_from_the_project():
+    """The config, the rules and the lab all parse durations with it, so it must sit below all of them."""
+    imported = set(_imports(ROOT / "llmdash" / "durations.py"))
     assert {name for name in imported if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from llmdash.engines.catalog import load_all, load_engine
-from llmdash.lab.exposition import live_text, simulated_engines
+from llmdash.lab.emitters import simulated_engines
+from llmdash.lab.exposition import live_text
 from llmdash.lab.scenarios import advance, build, instances, scrapes
 
 SIMULATED = simulated_engines(load_all())

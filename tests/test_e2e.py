@@ -16,7 +16,7 @@ from llmdash.build import build_dashboards
 from llmdash.config import load_config
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.engines.catalog import load_all, load_engine
-from llmdash.lab.exposition import simulated_engines
+from llmdash.lab.emitters import simulated_engines
 from llmdash.lab.scenarios import PRIMARY, SECONDARY
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,9 @@ import pytest
 from packaging.version import Version
 
 from llmdash.engines.catalog import load_engine
-from llmdash.lab.exposition import EMITTERS, NEW, OLD, Registry, era_names, live_text, version_names
+from llmdash.lab.emitters import EMITTERS
+from llmdash.lab.eras import NEW, OLD, era_names, version_names
+from llmdash.lab.exposition import Registry, live_text
 from llmdash.lab.scenarios import PRIMARY, Traffic, build, first_preemption, instances, write_openmetrics
 from llmdash.lab.simulator import EngineState
 

@@ -10,7 +10,8 @@ import pytest
 
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import Histogram, simulated_engines
+from llmdash.lab.emitters import simulated_engines
+from llmdash.lab.exposition import Histogram
 from llmdash.lab.scenarios import PRIMARY, Traffic, build, scrapes, write_openmetrics
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, Load, ServingConfig, ServingSimulator
 

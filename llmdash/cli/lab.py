@@ -14,7 +14,8 @@ from llmdash.config import load_config
 from llmdash.lab import bench
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import live_text, simulated_engines
+from llmdash.lab.emitters import simulated_engines
+from llmdash.lab.exposition import live_text
 from llmdash.lab.scenarios import SCENARIOS, SCRAPE_INTERVAL_S, advance, build, instances, write_openmetrics
 
 

@@ -25,6 +25,8 @@ import yaml
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
+from llmdash.dashboards import variables
+from llmdash.durations import seconds
 from llmdash.engines.catalog import EngineSpec, load_engine
 from llmdash.errors import LlmdashError
 from llmdash.lab.promserver import PrometheusServer
@@ -36,7 +38,6 @@ MAX_SAMPLES = 50_000_000           # Prometheus' default --query.max-samples
 MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct")
 ANCHOR = Path(__file__).resolve().parents[2].parent / "shared" / "anchors" / "vllm__vllm_overview.json"
 SELECTED_METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
-VARIABLE = re.compile(r"\$\{?(\w+)(?::\w+)?\}?")
 
 
 def grafana_step(range_s: float) -> int:
@@ -46,10 +47,7 @@ def grafana_step(range_s: float) -> int:
 
 def substitute(expr: str, range_s: float, step: int) -> str:
     """The query Grafana sends: built-in intervals filled in, every template variable = All."""
-    rate_interval = max(4 * SCRAPE_S, step + SCRAPE_S)
-    builtins = {"__rate_interval": f"{rate_interval}s", "__interval": f"{step}s", "__range": f"{int(range_s)}s",
-                "__range_s": str(int(range_s))}
-    return VARIABLE.sub(lambda m: builtins.get(m[1], ".*"), expr)
+    return variables.substitute(expr, {}, step, range_s, SCRAPE_S, default=variables.ALL)
 
 
 @dataclass(frozen=True)
@@ -84,9 +82,12 @@ def dashboard_queries(model: dict) -> list[Query]:
 
 
 def _step(interval: str) -> int:
-    """Seconds of a Grafana min interval such as "60s" or "1m" (">" prefix allowed); 0 when unset."""
-    match = re.fullmatch(r">?(\d+)([smh])", interval.strip())
-    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]] if match else 0
+    """Seconds of a Grafana min interval such as "60s" or "1m" (">" prefix allowed); 0 when unset or not a
+    duration (a variable such as $__interval sets no minimum)."""
+    try:
+        return int(seconds(interval.strip().removeprefix(">")))
+    except ValueError:
+        return 0
 
 
 def _series_names(spec: EngineSpec, anchor: dict | None) -> dict[str, tuple[str, tuple[float, ...] | None]]:
@@ -244,15 +245,11 @@ def rules_cost_per_minute(server: PrometheusServer, rule_model: dict, at: float)
     """Samples the rule groups read per minute: each rule as an instant query at `at`, x evaluations/min."""
     total = 0
     for group in rule_model["groups"]:
-        per_minute = 60 / _seconds(group.get("interval", "1m"))
+        per_minute = 60 / seconds(group.get("interval", "1m"))
         for rule in group["rules"]:
             data = server._api("query", {"query": rule["expr"], "time": f"{at:.0f}", "stats": "all"})
             total += int(data["stats"]["samples"]["totalQueryableSamples"] * per_minute)
     return total
-
-
-def _seconds(duration: str) -> float:
-    return float(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Callable
 
 from llmdash.build import build_dashboards
-from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard, seconds
+from llmdash.durations import seconds
+from llmdash.lab.evaluate import DashboardResult, evaluate_dashboard
 from llmdash.lab.promserver import PrometheusServer, load_scenarios
 from llmdash.lab.render import render_dashboard
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import simulated_engines
+from llmdash.lab.emitters import simulated_engines
 from llmdash.lab.scenarios import PRIMARY
 
 SCENARIO = "kv-collapse"

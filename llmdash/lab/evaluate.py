@@ -11,72 +11,28 @@ returned series is processed separately.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from llmdash import durations
+from llmdash.dashboards import variables as grafana
+from llmdash.dashboards.variables import variable_values
 from llmdash.errors import LlmdashError
 
 SCRAPE_INTERVAL_S = 15.0       # the Prometheus data source's scrape interval setting
-_VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)(?::\w+)?\]\]|\$(\w+)")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def seconds(duration: str) -> float:
-    """'60s', '5m', '1h' -> seconds."""
-    match = _DURATION.match(duration.strip())
-    if not match:
-        raise LlmdashError(f"not a duration: {duration!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    """Seconds in a dashboard's duration ('60s', '5m'); a malformed one is the user's mistake, said in one line."""
+    try:
+        return durations.seconds(duration)
+    except ValueError as exc:
+        raise LlmdashError(str(exc)) from None
 
 
-def promql_duration(value_s: float) -> str:
-    return f"{int(value_s)}s" if float(value_s).is_integer() else f"{int(value_s * 1000)}ms"
-
-
-def rate_interval(step_s: float, scrape_s: float = SCRAPE_INTERVAL_S) -> float:
-    """Grafana's $__rate_interval: max($__interval + scrape interval, 4 x scrape interval)."""
-    return max(step_s + scrape_s, 4 * scrape_s)
-
-
-def variable_values(dashboard: dict) -> dict[str, str]:
-    """Template variables as PromQL text: multi-value/All as their allValue (default .*)."""
-    values = {}
-    for var in dashboard.get("templating", {}).get("list", []):
-        name = var["name"]
-        if var.get("type") == "datasource":
-            values[name] = "prometheus"
-        elif var.get("includeAll") or var.get("multi"):
-            values[name] = var.get("allValue") or ".*"
-        else:
-            current = (var.get("current") or {}).get("value")
-            if isinstance(current, list):
-                current = current[0] if current else None
-            if current is None:
-                raise LlmdashError(f"dashboard variable ${name} has no current value to substitute")
-            values[name] = str(current)
-    return values
-
-
-def substitute(expr: str, variables: dict[str, str], step_s: float, range_s: float,
+def substitute(expr: str, values: dict[str, str], step_s: float, range_s: float,
                scrape_s: float = SCRAPE_INTERVAL_S) -> str:
-    """Concrete PromQL: Grafana's built-in and dashboard variables replaced."""
-    builtins = {
-        "__rate_interval": promql_duration(rate_interval(step_s, scrape_s)),
-        "__interval": promql_duration(step_s),
-        "__interval_ms": str(int(step_s * 1000)),
-        "__range": promql_duration(range_s),
-        "__range_s": str(int(range_s)),
-    }
-
-    def replace(match: re.Match) -> str:
-        name = match.group(1) or match.group(2) or match.group(3)
-        if name in builtins:
-            return builtins[name]
-        if name in variables:
-            return variables[name]
-        raise LlmdashError(f"unknown dashboard variable ${name} in {expr[:80]!r}")
-    return _VAR.sub(replace, expr)
+    """Concrete PromQL: Grafana's built-in and dashboard variables replaced; an unknown variable is an error."""
+    return grafana.substitute(expr, values, step_s, range_s, scrape_s)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Why: the mtail programs llmdash generates (`generated/mtail/<engine>.mtail`) must count the lines a
 real server writes and nothing else. These recorders receive the same events as the metric emitters
-(`llmdash.lab.exposition`) and write SGLang's scheduler log in its 0.4.0–0.4.6 form ("Decode out of
+(`llmdash.lab.emitters`) and write SGLang's scheduler log in its 0.4.0–0.4.6 form ("Decode out of
 memory happened.", every TP rank prefixed) or its 0.5 form ("KV cache pool is full. Retract
 requests.", the WARNING form of 0.5.10+), one retraction line per scheduling step that retracted,
 repeated by every TP rank, between the routine "Decode batch" lines, which on a disaggregated decode
@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 
 from llmdash.engines.catalog import EngineSpec
-from llmdash.lab.exposition import SGLANG_TP_SIZE, EngineMetrics, Fanout
+from llmdash.lab.emitters.base import EngineMetrics, Fanout
+from llmdash.lab.emitters.sglang import SGLANG_TP_SIZE
 from llmdash.lab.scenarios import SCRAPE_INTERVAL_S, Scenario, _affected_only, advance, instances
 from llmdash.lab.simulator import EngineState
 

@@ -42,7 +42,9 @@ from typing import Callable, Iterator
 
 from llmdash.engines.catalog import EngineSpec
 from llmdash.errors import LlmdashError
-from llmdash.lab.exposition import EMITTERS, NEW, OLD, EngineMetrics, Fanout, emitter_class
+from llmdash.lab.emitters import EMITTERS, emitter_class
+from llmdash.lab.emitters.base import EngineMetrics, Fanout
+from llmdash.lab.eras import NEW, OLD
 from llmdash.lab.simulator import Load, ServingConfig, ServingSimulator
 
 SCRAPE_INTERVAL_S = 15.0
@@ -59,7 +61,7 @@ class Replica:
     load: Callable[[float], Load] | None = None   # its own offered load instead of a share
     config: ServingConfig | None = None     # its own capacity and speed (default: the scenario's)
     change: tuple[float, ServingConfig] | None = None  # (scenario time, config it runs on from then)
-    era: str = NEW                          # NEW, OLD (see exposition.era_names) or a release version, "0.4.3"
+    era: str = NEW                          # NEW, OLD (see eras.era_names) or a release version, "0.4.3"
     cluster: str = ""
     namespace: str = ""
 

@@ -18,7 +18,7 @@ the mechanics that matter for that and nothing else:
   their generated tokens, are *appended* to the queue, and their KV is not
   offered back as a reusable prefix (this model has no prefix cache at all).
 
-Engine-specific metric semantics live in :mod:`llmdash.lab.exposition`; the model
+Engine-specific metric semantics live in :mod:`llmdash.lab.emitters`; the model
 reports engine-neutral events to a :class:`Recorder`.
 
 Cost is O(1) per step plus O(1) per request event: decoding sequences are kept
