@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.review.diff import (
+from llmdash.review.compare import (
     BuildOutput,
     Change,
     diff_dashboard,
@@ -16,9 +16,8 @@ from llmdash.review.diff import (
     diff_rules,
     load_output,
     normalise,
-    render_markdown,
-    render_text,
 )
+from llmdash.review.render import render_markdown, render_text
 from llmdash.errors import LlmdashError
 
 ITL_EXPR = 'histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{model_name=~"$model_name"}[$__rate_interval])))'

@@ -14,7 +14,8 @@ import click
 
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
 from llmdash.review import sides
-from llmdash.review.diff import diff_outputs, render_markdown, render_text
+from llmdash.review.compare import diff_outputs
+from llmdash.review.render import render_markdown, render_text
 
 
 def compare(base: str | None, head: str | None, project: Path, workdir: Path,

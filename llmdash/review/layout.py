@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (backend must be chosen first)
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from llmdash.review.diff import Change, diff_dashboard, place_panels, split_where  # noqa: E402
+from llmdash.review.compare import Change, diff_dashboard, place_panels, split_where  # noqa: E402
 from llmdash.errors import LlmdashError  # noqa: E402
 
 GRID_COLUMNS = 24

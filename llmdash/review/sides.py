@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from llmdash.errors import LlmdashError
-from llmdash.review.diff import BuildOutput, load_output
+from llmdash.review.compare import BuildOutput, load_output
 
 BUILD_TIMEOUT_SECONDS = 600
 CONFIG_FILE = "llmdash.yaml"
