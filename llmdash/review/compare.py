@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
@@ -87,9 +88,8 @@ def _grid_order(panel: Any) -> tuple:
     """Grafana sorts panels by gridPos (y, then x) on load; list order carries no meaning."""
     if not isinstance(panel, dict):
         return (0, 0, 0, "")
-    grid = panel.get("gridPos") or {}
     panel_id = panel.get("id")
-    return (grid.get("y", 0), grid.get("x", 0), panel_id if isinstance(panel_id, int) else 0, str(panel.get("title", "")))
+    return (*grid_order(panel), panel_id if isinstance(panel_id, int) else 0, str(panel.get("title", "")))
 
 
 def _list_at(model: dict, section: str) -> list:
@@ -110,6 +110,7 @@ class PlacedPanel:
     row: str | None
     panel: dict
     offset_y: int
+    nested: bool = False  # in its row's own `panels` (a collapsed row's): not laid out until the row expands
 
     @property
     def is_row(self) -> bool:
@@ -128,22 +129,14 @@ def place_panels(dashboard: dict) -> list[PlacedPanel]:
     is empty or repeated within the row.
     """
     placed: list[PlacedPanel] = []
-    row_title: str | None = None
-    row_bottom = 0
-    for panel in normalise(dashboard).get("panels", []):
-        if not isinstance(panel, dict):
+    for item in walk_panels(normalise(dashboard)):
+        if item.is_row:
+            placed.append(PlacedPanel("", None, item.panel, 0))
             continue
-        grid = panel.get("gridPos") or {}
-        if panel.get("type") == "row":
-            row_title = str(panel.get("title") or f"#{panel.get('id')}")
-            row_bottom = grid.get("y", 0) + grid.get("h", 1)
-            placed.append(PlacedPanel("", None, panel, 0))
-            for child in panel.get("panels") or []:
-                if isinstance(child, dict):
-                    child_y = (child.get("gridPos") or {}).get("y", row_bottom)
-                    placed.append(PlacedPanel("", row_title, child, child_y - row_bottom))
-        else:
-            placed.append(PlacedPanel("", row_title, panel, grid.get("y", 0) - row_bottom))
+        row_title = str(item.row.get("title") or f"#{item.row.get('id')}") if item.row is not None else None
+        row_bottom = grid_value(item.row, "y") + grid_value(item.row, "h", 1) if item.row is not None else 0
+        top = grid_value(item.panel, "y", row_bottom if item.nested else 0)
+        placed.append(PlacedPanel("", row_title, item.panel, top - row_bottom, item.nested))
     _assign_labels(placed)
     return placed
 
