@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
+from llmdash.inputs import read_text, read_yaml, shorten
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
 SERVER_OWNED_KEYS = ("id", "version", "iteration")
@@ -29,6 +28,9 @@ SERVER_OWNED_KEYS = ("id", "version", "iteration")
 VOLATILE_PANEL_KEYS = ("pluginVersion",)
 # Variable types whose option list Grafana re-queries on load instead of reading it.
 QUERIED_VARIABLE_TYPES = ("query", "datasource")
+# A built dashboard is ~100 KB; a generated/ file far above that is not one, and is not read.
+MAX_OUTPUT_BYTES = 16 << 20
+GRID_KEYS = ("x", "y", "w", "h")
 
 
 @dataclass(frozen=True)
@@ -563,21 +565,45 @@ class BuildOutput:
     rules: dict[str, dict]
 
 
-def load_output(root: Path) -> BuildOutput:
-    """Read `<root>/dashboards/*.json` and `<root>/rules/*.rules.yaml`; missing folders are empty."""
+def load_output(root: Path, shown: str | None = None) -> BuildOutput:
+    """Read `<root>/dashboards/*.json` and `<root>/rules/*.rules.yaml`; missing folders are empty.
+
+    The files may come from a git revision, so each is read bounded (`MAX_OUTPUT_BYTES`, YAML as
+    strictly as a config) and a dashboard whose grid is not numbers is refused here, in one line
+    naming the file as `shown` (default `root`) followed by its path below it.
+    """
+    def where(path: Path) -> str:
+        return f"{shown or root}/{path.relative_to(root).as_posix()}"
+
     dashboards: dict[str, dict] = {}
     rules: dict[str, dict] = {}
     for path in sorted((root / "dashboards").glob("*.json")):
         try:
-            dashboards[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise LlmdashError(f"{path}: not a readable dashboard JSON file ({_first_line(exc)})") from None
+            dashboards[path.stem] = _checked_dashboard(json.loads(read_text(path, "dashboard", MAX_OUTPUT_BYTES)))
+        except (ValueError, RecursionError) as exc:
+            raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
+        except LlmdashError as exc:
+            raise LlmdashError(f"{where(path)}: {str(exc).removeprefix(f'{path}: ')}") from None
     for path in sorted((root / "rules").glob("*.rules.yaml")):
         try:
-            rules[path.name[: -len(".rules.yaml")]] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise LlmdashError(f"{path}: not a readable rule file ({_first_line(exc)})") from None
+            rules[path.name[: -len(".rules.yaml")]] = read_yaml(path, "rule file") or {}
+        except LlmdashError as exc:
+            raise LlmdashError(f"{where(path)}: not a readable rule file "
+                               f"({str(exc).removeprefix(f'{path}: ')})") from None
     return BuildOutput(dashboards, rules)
+
+
+def _checked_dashboard(model: Any) -> dict:
+    """`model`, if it is a dashboard object whose gridPos values are integers (Grafana's grid is)."""
+    if not isinstance(model, dict):
+        raise LlmdashError("not a dashboard (a JSON object)")
+    for placed in walk_panels(model):
+        grid = placed.panel.get("gridPos")
+        for key, value in grid.items() if isinstance(grid, dict) else ():
+            if key in GRID_KEYS and (not isinstance(value, int) or isinstance(value, bool)):
+                raise LlmdashError(f"panel {shorten(placed.panel.get('title'))} gridPos.{key} is {shorten(value)}, "
+                                   "not an integer")
+    return model
 
 
 def diff_outputs(old: BuildOutput, new: BuildOutput) -> dict[str, list[Change]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 
+from llmdash.redact import escape_controls
 from llmdash.review.compare import Change, split_where
 
 
@@ -97,7 +98,7 @@ def render_text(name: str, changes: list[Change]) -> str:
                 lines += [f"      {hunk}" for hunk in word_diff(change.before, change.after)]
             else:
                 lines.append(f"    {label}{_sides(change)}: {_values(change, str)}")
-    return "\n".join(lines) + "\n"
+    return _escaped("\n".join(lines) + "\n")
 
 
 def render_markdown(name: str, changes: list[Change]) -> str:
@@ -118,7 +119,13 @@ def render_markdown(name: str, changes: list[Change]) -> str:
                 lines.append(f"- {label}{_sides(change).replace(' -> ', ' → ')}: "
                              f"{_values(change, _code).replace(' -> ', ' → ')}")
         lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return _escaped("\n".join(lines).rstrip("\n") + "\n")
+
+
+def _escaped(report: str) -> str:
+    """`report` with every control and escape character but its line breaks shown escaped (`llmdash.redact`):
+    titles and expressions come from revisions and live servers, never trusted with a terminal."""
+    return "\n".join(escape_controls(line) for line in report.split("\n"))
 
 
 def _caret(indent: str, change: Change) -> list[str]:
