@@ -38,8 +38,8 @@ from typing import Iterator
 
 from llmdash.engines.catalog import CATALOG_DIR_ENV
 from llmdash.errors import LlmdashError
-from llmdash.inputs import MAX_BYTES, read_text, shorten
-from llmdash.redact import scrub
+from llmdash.inputs import MAX_BYTES, read_text
+from llmdash.redact import safe_line, scrub
 from llmdash.review.compare import MAX_OUTPUT_BYTES, BuildOutput, load_output
 
 BUILD_TIMEOUT_SECONDS = 600
@@ -279,9 +279,9 @@ def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: 
         found = True
         shown = f"{_short(name)}:{file}"
         if kind != "blob" or mode not in ("100644", "100755"):
-            raise LlmdashError(f"{shorten(shown)}: {what} is not a plain file (git mode {mode})")
+            raise LlmdashError(f"{safe_line(shown)}: {what} is not a plain file (git mode {mode})")
         if int(size) > limit:
-            raise LlmdashError(f"{shorten(shown)}: {what} is {size} bytes, more than the {limit} allowed")
+            raise LlmdashError(f"{safe_line(shown)}: {what} is {size} bytes, more than the {limit} allowed")
         content = _git(ws.repo, "cat-file", "blob", blob, binary=True)
         if content.returncode != 0:
             raise LlmdashError(f"git cat-file {blob[:12]} failed")
@@ -308,7 +308,7 @@ def _extract_all(ws: Workspace, commit: str, name: str, destination: Path) -> No
                 pass
         except (tarfile.TarError, OSError) as exc:
             archive.kill()
-            raise LlmdashError(f"cannot extract revision {name}: {shorten(str(exc))}") from None
+            raise LlmdashError(f"cannot extract revision {name}: {safe_line(exc)}") from None
         finally:
             archive.stdout.close()
         failure = archive.stderr.read().decode(errors="replace")
