@@ -8,7 +8,8 @@ from click.testing import CliRunner
 from llmdash.cli import review as cli_review
 from llmdash.review.layout import changed_panels, render_layout
 from llmdash.errors import LlmdashError
-from tests.test_diff import ITL_WHERE, OWN_CODE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
+from tests.test_diff import (  # noqa: F401  (repo is a fixture)
+    ITL_WHERE, OWN_CODE, _dashboard, _panel, _panel_by_title, repo)
 
 
 def _png_size(path):

@@ -203,7 +203,7 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         raise LlmdashError(f"building {label} failed: its pyproject.toml declares no llmdash command")
     with tempfile.TemporaryDirectory(prefix="llmdash-code-") as staging:
         _stage_packages(tree, pyproject.get("tool", {}).get("setuptools", {}), Path(staging))
-        env = revision_code_environment(os.environ)
+        env = _revision_code_environment(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [staging, env.get("PYTHONPATH")]))
         config_args = ["--config", str(config)] if config else []
         command = [sys.executable, "-P", "-c", OWN_CODE_BUILD, entry["module"], entry["function"], *config_args,
@@ -218,7 +218,7 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         raise LlmdashError(f"building {label} failed: {reason.removeprefix('error: ')}")
 
 
-def revision_code_environment(environ: dict[str, str]) -> dict[str, str]:
+def _revision_code_environment(environ: dict[str, str]) -> dict[str, str]:
     """`environ` without what a revision's code must not see: GRAFANA_* and every variable named like a
     credential (token, password, secret, key, auth) or holding one (a URL with a password, a bearer token)."""
     return {name: value for name, value in environ.items()

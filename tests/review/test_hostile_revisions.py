@@ -79,7 +79,8 @@ def source_repo(tmp_path):
     (repo / "payload" / "__init__.py").write_text("")
     marker = tmp_path / "revision-code-ran.json"
     (repo / "payload" / "cli.py").write_text(REVISION_CODE.format(marker=str(marker)))
-    (repo / "pyproject.toml").write_text('[project]\nname = "llmdash"\n[project.scripts]\nllmdash = "payload.cli:main"\n'
+    (repo / "pyproject.toml").write_text('[project]\nname = "llmdash"\n'
+                                         '[project.scripts]\nllmdash = "payload.cli:main"\n'
                                          '[tool.setuptools]\npackages = ["payload"]\n')
     git(repo, "init", "-q", "-b", "main")
     commit_all(repo)
