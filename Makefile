@@ -57,13 +57,16 @@ publish: install
 
 MAIN_BRANCH ?= main
 DIFF_ARGS ?=
+# In this source a code change is what a review wants to see, so each side is built with its own code:
+# `make install` has already run this checkout's code, and the merge base is main's.
 diff: install
 	@base=$$(git merge-base HEAD $(MAIN_BRANCH)) || { echo "error: no merge base with $(MAIN_BRANCH)" >&2; exit 2; }; \
-	$(LLMDASH) diff $$base HEAD $(DIFF_ARGS) || test $$? -eq 1
+	$(LLMDASH) diff $$base HEAD --build-with-revision-code $(DIFF_ARGS) || test $$? -eq 1
 
 ENGINE ?= vllm
 layout: install
-	$(LLMDASH) layout $(ENGINE) --base $$(git merge-base HEAD $(MAIN_BRANCH)) --out out/layout-$(ENGINE).png
+	$(LLMDASH) layout $(ENGINE) --base $$(git merge-base HEAD $(MAIN_BRANCH)) --build-with-revision-code \
+		--out out/layout-$(ENGINE).png
 
 bench-detect: install
 	$(LLMDASH) bench-detect --out out/bench-detect.md

@@ -18,6 +18,7 @@ import promql_parser as pp
 
 from llmdash.dashboards import variables
 from llmdash.dashboards.schema import schema_problems
+from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
 from llmdash.vocabulary import ALERTS_SERIES, LOG_PREEMPTIONS, PANEL_TITLES, Panel
 
@@ -68,7 +69,7 @@ def validate_rules(rule_file: dict, spec: EngineSpec) -> list[str]:
 
 def expressions(dashboard: dict) -> list[tuple[str, str]]:
     found = []
-    for panel in dashboard.get("panels", []):
+    for panel in (placed.panel for placed in walk_panels(dashboard)):
         for target in panel.get("targets", []):
             found.append((f"panel {panel.get('title')!r} target {target.get('refId')}", target.get("expr", "")))
     for entry in dashboard.get("annotations", {}).get("list", []):
@@ -96,7 +97,7 @@ def structural(d: dict) -> list[str]:
     panels = d.get("panels")
     if not isinstance(panels, list) or not panels:
         return problems + ["dashboard: no panels"]
-    for panel in panels:
+    for panel in (placed.panel for placed in walk_panels(d)):
         where = f"panel {panel.get('title')!r}"
         pid = panel.get("id")
         if not isinstance(pid, int) or pid < 1 or pid in ids:
@@ -152,7 +153,7 @@ def lint(d: dict) -> list[str]:
     for name, variable in variables.items():
         if variable.get("type") == "query" and variable.get("refresh") != 2:
             problems.append(f"template-on-time-change-reload-rule: variable {name!r} does not refresh on time change")
-    for panel in d.get("panels", []):
+    for panel in (placed.panel for placed in walk_panels(d)):
         kind = panel.get("type")
         where = f"panel {panel.get('title')!r}"
         if kind == "row":

@@ -19,13 +19,15 @@ def test_step_and_rate_interval_follow_grafana():
 
 
 def test_queries_cover_nested_panels_and_annotations():
-    model = {"panels": [{"title": "row", "panels": [{"title": "p", "targets": [{"expr": "a", "interval": "1m"}]}]},
-                        {"title": "q", "targets": [{"expr": "b", "instant": True}, {"refId": "no expr"}]}],
+    model = {"panels": [{"title": "q", "gridPos": {"y": 1},
+                         "targets": [{"expr": "b", "instant": True}, {"refId": "no expr"}]},
+                        {"title": "row", "type": "row", "collapsed": True, "gridPos": {"y": 0},
+                         "panels": [{"title": "p", "targets": [{"expr": "a", "interval": "1m"}]}]}],
              "annotations": {"list": [{"name": "Preemption", "target": {"expr": "c", "interval": "60s"}},
                                       {"name": "builtin"}]}}
     Q = bench_cost.Query
-    assert bench_cost.dashboard_queries(model) == [Q("q", "b", instant=True), Q("p", "a", min_step_s=60),
-                                                   Q("annotation: Preemption", "c", min_step_s=60)]
+    assert bench_cost.dashboard_queries(model) == [Q("p", "a", min_step_s=60), Q("q", "b", instant=True),
+                                                   Q("annotation: Preemption", "c", min_step_s=60)]  # grid order
 
 
 def test_rule_levels_put_rules_after_the_series_they_read():

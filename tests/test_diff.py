@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.review.diff import (
+from llmdash.review.compare import (
     BuildOutput,
     Change,
     diff_dashboard,
@@ -16,9 +16,8 @@ from llmdash.review.diff import (
     diff_rules,
     load_output,
     normalise,
-    render_markdown,
-    render_text,
 )
+from llmdash.review.render import render_markdown, render_text
 from llmdash.errors import LlmdashError
 
 ITL_EXPR = 'histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{model_name=~"$model_name"}[$__rate_interval])))'
@@ -419,6 +418,9 @@ def _commit(repo, models, message, generated=None):
     _git(repo, "commit", "-q", "-m", message)
 
 
+OWN_CODE = "--build-with-revision-code"  # the stand-in below builds only with its own code
+
+
 @pytest.fixture
 def repo(tmp_path):
     """A stand-in llmdash source repository whose two commits build a vLLM dashboard before and after an ITL query change."""
@@ -436,17 +438,17 @@ def repo(tmp_path):
     return root
 
 
-def test_two_revisions_are_built_with_their_own_code(repo, tmp_path):
+def test_two_revisions_are_built_with_their_own_code_when_asked(repo, tmp_path):
     from llmdash.cli.review import compare
-    report, old_label, new_label = compare("HEAD~1", "HEAD", repo, tmp_path / "work")
+    report, old_label, new_label = compare("HEAD~1", "HEAD", repo, tmp_path / "work", own_code=True)
     assert (old_label, new_label) == ("HEAD~1 (config: defaults)", "HEAD (config: defaults)")
     assert report == {"vllm": [Change("expr", f"{ITL_WHERE} / query A", ITL_EXPR, ITL_EXPR.replace("0.99", "0.95"))]}
-    assert compare("HEAD", "HEAD", repo, tmp_path / "same")[0] == {"vllm": []}
+    assert compare("HEAD", "HEAD", repo, tmp_path / "same", own_code=True)[0] == {"vllm": []}
 
 
 def test_default_compares_committed_generated_with_working_tree(repo, tmp_path):
     from llmdash.cli.review import compare
-    report, old_label, new_label = compare(None, None, repo, tmp_path / "work")
+    report, old_label, new_label = compare(None, None, repo, tmp_path / "work", own_code=True)
     assert (old_label, new_label) == ("generated/ at HEAD", "working tree (config: defaults)")
     assert [c.kind for c in report["vllm"]] == ["expr"]
 
@@ -456,11 +458,11 @@ def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
     from llmdash.cli import review as cli_review
     monkeypatch.chdir(repo)
     runner = CliRunner()
-    changed = runner.invoke(cli_review.diff_command, ["HEAD~1", "HEAD", "--format", "markdown"])
+    changed = runner.invoke(cli_review.diff_command, ["HEAD~1", "HEAD", "--format", "markdown", OWN_CODE])
     assert changed.exit_code == 1, changed.output
     assert "**row \"Throughput vs latency\" / panel \"ITL p99\"**" in changed.output
     assert f"  - {ITL_EXPR}\n  + {ITL_EXPR.replace('0.99', '0.95')}" in changed.output
-    same = runner.invoke(cli_review.diff_command, ["main", "HEAD"])
+    same = runner.invoke(cli_review.diff_command, ["main", "HEAD", OWN_CODE])
     assert same.exit_code == 0 and "no dashboard or rule changes" in same.output
 
 
@@ -471,7 +473,7 @@ def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     _git(repo, "add", "broken")
     _git(repo, "commit", "-q", "-m", "break the catalog")
     monkeypatch.chdir(repo)
-    result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD"])
+    result = CliRunner().invoke(cli_review.diff_command, ["HEAD~1", "HEAD", OWN_CODE])
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == ("building revision HEAD~1...\nbuilding revision HEAD...\n"  # progress, then the error
@@ -493,7 +495,7 @@ def test_revision_is_built_only_from_its_own_files(repo, tmp_path):
     _git(repo, "rm", "-q", "code/cli.py")
     _git(repo, "commit", "-q", "-m", "drop the build")
     with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'fakellm.cli'$"):
-        compare("HEAD~1", "HEAD", repo, tmp_path / "work")
+        compare("HEAD~1", "HEAD", repo, tmp_path / "work", own_code=True)
 
 
 def _group_with(command):
@@ -515,20 +517,20 @@ def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monke
     llmdash = _group_with(cli_review.diff_command)
     monkeypatch.chdir(repo)
     (repo / "llmdash.yaml").write_text("vLLM on-call\n")  # untracked: the working tree's config only
-    untracked = CliRunner().invoke(llmdash, ["diff", "HEAD"])
+    untracked = CliRunner().invoke(llmdash, ["diff", "HEAD", OWN_CODE])
     assert untracked.exit_code == 1
     assert untracked.stdout.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
     assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in untracked.output
 
     config = tmp_path / "shared.yaml"
     config.write_text("vLLM on-call\n")
-    both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD"])
+    both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD", OWN_CODE])
     assert both.exit_code == 0, both.output
     assert both.stdout.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
 
     _git(repo, "add", "llmdash.yaml")
     _git(repo, "commit", "-q", "-m", "commit the config")
-    committed = CliRunner().invoke(llmdash, ["diff", "HEAD~1", "HEAD"])
+    committed = CliRunner().invoke(llmdash, ["diff", "HEAD~1", "HEAD", OWN_CODE])
     assert committed.exit_code == 1
     assert committed.stdout.startswith("llmdash diff: HEAD~1 (config: defaults) -> HEAD (config: llmdash.yaml at HEAD)")
     assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in committed.output
@@ -541,9 +543,9 @@ def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(repo)
     config = tmp_path / "llmdash.yaml"
     config.write_text("vLLM on-call\n")
-    same = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD~1", "HEAD"])
+    same = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD~1", "HEAD", OWN_CODE])
     assert same.exit_code == 1 and "title" not in same.output  # only the query differs
-    against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff"])
+    against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff", OWN_CODE])
     assert against_committed.exit_code == 1
     assert "  dashboard\n    title (old -> new): vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
 
@@ -577,11 +579,11 @@ def test_outside_a_git_checkout_the_files_on_disk_are_the_committed_side(repo, t
     import shutil
     from llmdash.cli.review import compare
     shutil.rmtree(repo / ".git")
-    report, old_label, _ = compare(None, None, repo, tmp_path / "work")
+    report, old_label, _ = compare(None, None, repo, tmp_path / "work", own_code=True)
     assert old_label == "generated/ on disk" and [c.kind for c in report["vllm"]] == ["expr"]
     shutil.rmtree(repo / "generated")
     with pytest.raises(LlmdashError, match="is not in a git repository and has no generated/"):
-        compare(None, None, repo, tmp_path / "again")
+        compare(None, None, repo, tmp_path / "again", own_code=True)
 
 
 LONG_OLD = ("Most requests paused (KV blocks freed, recomputed later) in one engine iteration within the interval. "

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 from llmdash.cli import review as cli_review
 from llmdash.review.layout import changed_panels, render_layout
 from llmdash.errors import LlmdashError
-from tests.test_diff import ITL_WHERE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
+from tests.test_diff import (  # noqa: F401  (repo is a fixture)
+    ITL_WHERE, OWN_CODE, _dashboard, _panel, _panel_by_title, repo)
 
 
 def _png_size(path):
@@ -67,7 +68,7 @@ def test_unsupported_picture_format_writes_nothing(tmp_path):
 def test_layout_command_with_base_revision(repo, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.chdir(repo)
     out = tmp_path / "pictures" / "vllm.png"
-    result = CliRunner().invoke(cli_review.layout_command, ["vllm", "--out", str(out), "--base", "HEAD~1"])
+    result = CliRunner().invoke(cli_review.layout_command, ["vllm", "--out", str(out), "--base", "HEAD~1", OWN_CODE])
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote {out}\nhighlighted 1 changed panel(s)\n  {ITL_WHERE}\n"
     assert result.stderr == "building the working tree...\nbuilding revision HEAD~1...\n"
@@ -76,7 +77,7 @@ def test_layout_command_with_base_revision(repo, tmp_path, monkeypatch):  # noqa
 
 def test_layout_command_unknown_dashboard(repo, monkeypatch):  # noqa: F811
     monkeypatch.chdir(repo)
-    result = CliRunner().invoke(cli_review.layout_command, ["vlm", "--out", "x.png"])
+    result = CliRunner().invoke(cli_review.layout_command, ["vlm", "--out", "x.png", OWN_CODE])
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1] == "error: unknown dashboard 'vlm' (built: vllm)"
 

@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from llmdash.review.diff import diff_dashboard, normalise, render_text
+from llmdash.review.compare import diff_dashboard, normalise
+from llmdash.review.render import render_text
 from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard

@@ -23,6 +23,7 @@ from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
 from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import substitute
+from llmdash.dashboards.walk import walk_panels
 from llmdash.doctor.inventory import Inventory
 from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
 from llmdash.errors import LlmdashError
@@ -262,10 +263,8 @@ def _dashboard_checks(model: dict) -> list[tuple[Check, str]]:
         expr = (annotation.get("target") or {}).get("expr")
         if expr:
             checks.append((Check("annotation", "annotations", annotation["name"], ""), expr))
-    row = ""
-    for panel in model.get("panels", []):
-        if panel.get("type") == "row":
-            row = panel["title"]
+    for placed in walk_panels(model):
+        panel, row = placed.panel, placed.panel["title"] if placed.is_row else placed.row_title
         for target in panel.get("targets", []):
             checks.append((Check("panel", row, panel["title"], target["refId"]), target["expr"]))
     return checks

@@ -27,6 +27,7 @@ from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
 from llmdash.dashboards import variables
 from llmdash.durations import seconds
+from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.catalog import EngineSpec, load_engine
 from llmdash.errors import LlmdashError
 from llmdash.lab.promserver import PrometheusServer
@@ -63,10 +64,7 @@ class Query:
 def dashboard_queries(model: dict) -> list[Query]:
     """Every Prometheus target of every panel (rows included) and every annotation query."""
     out = []
-    panels = list(model.get("panels", []))
-    while panels:
-        panel = panels.pop(0)
-        panels.extend(panel.get("panels", []))
+    for panel in (placed.panel for placed in walk_panels(model)):
         for target in panel.get("targets", []):
             if target.get("expr"):
                 interval = target.get("interval") or panel.get("interval") or ""

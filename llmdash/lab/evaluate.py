@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from llmdash import durations
 from llmdash.dashboards import variables as grafana
 from llmdash.dashboards.variables import variable_values
+from llmdash.dashboards.walk import walk_panels
 from llmdash.errors import LlmdashError
 
 SCRAPE_INTERVAL_S = 15.0       # the Prometheus data source's scrape interval setting
@@ -104,18 +105,8 @@ def _series(result: list[dict]) -> list[Series]:
 
 
 def panels_in_order(dashboard: dict) -> list[tuple[str, dict]]:
-    """(row title, panel) in grid order; a panel belongs to the row above it."""
-    row = ""
-    out = []
-    for panel in sorted(dashboard.get("panels", []), key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"])):
-        if panel.get("type") == "row":
-            row = panel.get("title", "")
-            out.append((row, panel))
-            for child in panel.get("panels", []):   # collapsed rows keep children inside
-                out.append((row, child))
-        else:
-            out.append((row, panel))
-    return out
+    """(row title, panel) in grid order, a row with its own title; `walk_panels` says which row a panel is in."""
+    return [(str(p.panel.get("title") or "") if p.is_row else p.row_title, p.panel) for p in walk_panels(dashboard)]
 
 
 def to_regions(name: str, series: list[Series], step_s: float) -> list[Region]:

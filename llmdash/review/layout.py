@@ -18,7 +18,8 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402  (backend must be chosen first)
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from llmdash.review.diff import Change, diff_dashboard, place_panels, split_where  # noqa: E402
+from llmdash.dashboards.walk import grid_value  # noqa: E402
+from llmdash.review.compare import Change, diff_dashboard, place_panels, split_where  # noqa: E402
 from llmdash.errors import LlmdashError  # noqa: E402
 
 GRID_COLUMNS = 24
@@ -118,24 +119,20 @@ def draw_layout(ax, dashboard: dict, height: int, marks: dict[str, str]) -> list
     for column in range(GRID_COLUMNS + 1):
         ax.axvline(column, color="#eef1f5", linewidth=0.5, zorder=0)
     drawn: list[str] = []
-    collapsed_rows: set[str] = set()
     for item in place_panels(dashboard):
-        grid = item.panel.get("gridPos") or {}
-        x, y, w, h = (grid.get(k, 0) for k in ("x", "y", "w", "h"))
+        x, y, w, h = (grid_value(item.panel, k) for k in ("x", "y", "w", "h"))
         marked = item.label in marks
         if marked:
             drawn.append(item.label)
             fill, edge = HIGHLIGHT[marks[item.label]]
         if item.is_row:
             collapsed = bool(item.panel.get("collapsed"))
-            if collapsed:
-                collapsed_rows.add(item.title)
             ax.add_patch(Rectangle((0, y), GRID_COLUMNS, max(h, 1), facecolor=fill if marked else ROW_FILL,
                                    edgecolor=edge if marked else ROW_FILL, linewidth=2 if marked else 0.5))
             suffix = f"  (collapsed, {len(item.panel.get('panels') or [])} panels)" if collapsed else ""
             ax.text(0.3, y + max(h, 1) / 2, f"▾ {item.title}{suffix}", va="center", fontsize=9, fontweight="bold")
             continue
-        if item.row in collapsed_rows:
+        if item.nested:
             continue
         box = Rectangle((x + 0.08, y + 0.12), w - 0.16, h - 0.24, facecolor=fill if marked else PANEL_FILL,
                         edgecolor=edge if marked else PANEL_EDGE, linewidth=2.5 if marked else 0.8)
@@ -150,8 +147,7 @@ def draw_layout(ax, dashboard: dict, height: int, marks: dict[str, str]) -> list
 
 
 def _grid_height(dashboard: dict) -> int:
-    bottoms = [(p.panel.get("gridPos") or {}).get("y", 0) + (p.panel.get("gridPos") or {}).get("h", 0)
-               for p in place_panels(dashboard)]
+    bottoms = [grid_value(p.panel, "y") + grid_value(p.panel, "h") for p in place_panels(dashboard)]
     return max(bottoms, default=1)
 
 

@@ -4,20 +4,29 @@ Review works in the repository it is run in, at the directory it is run from (th
 directory: where `llmdash.yaml` and `generated/` live). A side is one of
 
 - the `generated/` committed at HEAD (or on disk outside git);
-- the build of a git revision, extracted with `git archive`;
+- the build of a git revision;
 - the build of the working tree.
 
 Each build uses the config that side has: a revision's committed `llmdash.yaml` (defaults if
 none), the working tree's `./llmdash.yaml`; an explicit `--config FILE` applies to both sides,
-so only code changes show. In the llmdash source itself (its `pyproject.toml` names the
-project `llmdash`) each tree is built with its own code, so old revisions are compared with
-the code they shipped with; anywhere else with the installed llmdash, in this process.
+so only code changes show.
+
+A revision is whatever a branch author committed, so by default its content is only read, never
+run: every side is built by the installed llmdash, in this process, from that side's
+`llmdash.yaml` and, in the llmdash source itself (its `pyproject.toml` names the project
+`llmdash`), from that side's `engines/*.yaml` catalogs. Only those files are read out of a
+revision, each refused above its size limit before it is read, so no file of a revision is ever
+held whole in memory on trust. Building each side with its own code (old revisions with the code
+they shipped with) is the user's explicit choice, `--build-with-revision-code`, never the
+revision's: that code runs in a child process whose environment holds no Grafana settings and
+no credentials.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -25,18 +34,29 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
+from llmdash.engines.catalog import CATALOG_DIR_ENV
 from llmdash.errors import LlmdashError
-from llmdash.review.diff import BuildOutput, load_output
+from llmdash.inputs import MAX_BYTES, read_text
+from llmdash.redact import safe_line, scrub
+from llmdash.review.compare import MAX_OUTPUT_BYTES, BuildOutput, load_output
 
 BUILD_TIMEOUT_SECONDS = 600
 CONFIG_FILE = "llmdash.yaml"
-# Runs a tree's own CLI. Editable-install import hooks are dropped first: they would otherwise
-# fill any module missing from an old revision with the working tree's copy. It runs with -P: the
-# project directory it runs in may hold an `llmdash/` folder that is not the installed layout.
-OWN_CODE_BUILD = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path"
+CATALOGS = "engines"
+# Runs a tree's own CLI, named by its pyproject's `module:function` entry point, which arrives as
+# argv[1:3] (data, never pasted into this source). Editable-install import hooks are dropped first:
+# they would otherwise fill any module missing from an old revision with the working tree's copy.
+# It runs with -P: the project directory it runs in may hold an `llmdash/` folder that is not the
+# installed layout.
+OWN_CODE_BUILD = ("import importlib, sys; sys.meta_path[:] = [f for f in sys.meta_path"
                   " if not getattr(f, '__module__', '').startswith('__editable__')]; "
-                  "from {module} import {function}; sys.argv[0] = 'llmdash'; {function}()")
+                  "module, function = sys.argv[1:3]; sys.argv[1:3] = []; sys.argv[0] = 'llmdash'; "
+                  "getattr(importlib.import_module(module), function)()")
+ENTRY_POINT = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*)")
+# A variable a revision's code must not see: Grafana's settings, and anything named like a credential.
+SECRET_NAME = re.compile(r"^GRAFANA_|TOKEN|PASS|SECRET|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -74,30 +94,32 @@ def committed(ws: Workspace, workdir: Path) -> Side:
             raise LlmdashError(f"nothing to compare with: {ws.project} is not in a git repository and has no generated/")
         return Side(load_output(ws.project / "generated"), "generated/ on disk")
     head = resolve_revision(ws, "HEAD")
-    extracted = workdir / "committed"
-    if not _extract(ws, head, extracted, str(ws.prefix / "generated")):
+    extracted, generated = workdir / "committed", ws.prefix / "generated"
+    found = [_copy_files(ws, head, "HEAD", extracted, generated / part, suffix, MAX_OUTPUT_BYTES, "build output")
+             for part, suffix in (("dashboards", ".json"), ("rules", ".rules.yaml"))]
+    if not any(found):
         return Side(BuildOutput({}, {}), "generated/ at HEAD (absent)")
-    return Side(load_output(ws.in_tree(extracted) / "generated"), "generated/ at HEAD")
+    return Side(load_output(ws.in_tree(extracted) / "generated", f"HEAD:{generated}"), "generated/ at HEAD")
 
 
-def revision(ws: Workspace, name: str, workdir: Path, config: Path | None) -> Side:
+def revision(ws: Workspace, name: str, workdir: Path, config: Path | None, own_code: bool = False) -> Side:
     """The build of git revision `name`, built once per commit even when both sides name it."""
     commit = resolve_revision(ws, name)
     tree, out = workdir / f"tree-{commit}", workdir / f"out-{commit}"
     if not tree.exists():
-        _extract(ws, commit, tree)
+        (_extract_all if own_code else _extract_data)(ws, commit, name, tree)
     project = ws.in_tree(tree)
     config, config_label = _side_config(project, config, f"{CONFIG_FILE} at {_short(name)}")
     if not out.exists():
-        _build(tree, project, out, config, f"revision {name}")
+        _build(tree, project, out, config, f"revision {name}", own_code)
     return Side(load_output(out), f"{_short(name)} (config: {config_label})")
 
 
-def working_tree(ws: Workspace, workdir: Path, config: Path | None) -> Side:
+def working_tree(ws: Workspace, workdir: Path, config: Path | None, own_code: bool = False) -> Side:
     """The build of the working tree, with its own `./llmdash.yaml` unless `config` is given."""
     config, config_label = _side_config(ws.project, config, f"./{CONFIG_FILE}")
     out = workdir / "out-working-tree"
-    _build(ws.repo or ws.project, ws.project, out, config, "the working tree")
+    _build(ws.repo or ws.project, ws.project, out, config, "the working tree", own_code)
     return Side(load_output(out), f"working tree (config: {config_label})")
 
 
@@ -119,13 +141,13 @@ def _side_config(project: Path, override: Path | None, committed_label: str) -> 
     return None, "defaults"
 
 
-def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str) -> None:
+def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str, own_code: bool) -> None:
     # A build of an old revision takes seconds; say what is happening rather than sit silent.
     print(f"building {label}...", file=sys.stderr, flush=True)
-    if _is_llmdash_source(tree):
+    if own_code:
         _build_with_own_code(tree, project, out, config, label)
     else:
-        _build_with_installed_code(out, config, label)
+        _build_with_installed_code(tree, out, config, label)
 
 
 def _is_llmdash_source(tree: Path) -> bool:
@@ -134,41 +156,73 @@ def _is_llmdash_source(tree: Path) -> bool:
 
 def _pyproject(tree: Path) -> dict:
     try:
-        return tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return tomllib.loads(read_text(tree / "pyproject.toml", "pyproject"))
+    except (LlmdashError, tomllib.TOMLDecodeError):
         return {}
 
 
-def _build_with_installed_code(out: Path, config: Path | None, label: str) -> None:
+def _build_with_installed_code(tree: Path, out: Path, config: Path | None, label: str) -> None:
+    """Build with this llmdash, from the side's config and, in the llmdash source, the side's catalogs."""
     from llmdash import build as builder
     from llmdash.config import Config, load_config
+    own_catalogs = _is_llmdash_source(tree)
+    hint = " (built with the installed llmdash; --build-with-revision-code builds it with its own)" \
+        if own_catalogs else ""
+    if own_catalogs and not (tree / CATALOGS).is_dir():
+        raise LlmdashError(f"building {label} failed: it has no {CATALOGS}/ catalogs{hint}")
     try:
-        builder.write(builder.generated_files(load_config(config) if config else Config()), out)
+        with _catalogs(tree / CATALOGS if own_catalogs else None):
+            builder.write(builder.generated_files(load_config(config) if config else Config()), out)
     except LlmdashError as exc:
-        raise LlmdashError(f"building {label} failed: {exc}") from None
+        raise LlmdashError(f"building {label} failed: {exc}{hint}") from None
+
+
+@contextlib.contextmanager
+def _catalogs(directory: Path | None) -> Iterator[None]:
+    """Point the installed llmdash at `directory`'s catalogs for one build (None: its usual ones).
+    The catalogs are found through LLMDASH_CATALOG_DIR; the CLI builds one side at a time."""
+    if directory is None:
+        yield
+        return
+    saved = os.environ.get(CATALOG_DIR_ENV)
+    os.environ[CATALOG_DIR_ENV] = str(directory)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CATALOG_DIR_ENV, None)
+        else:
+            os.environ[CATALOG_DIR_ENV] = saved
 
 
 def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | None, label: str) -> None:
     """Run `llmdash [--config FILE] build --out OUT` with the code in `tree`, laid out as its pyproject installs it."""
     pyproject = _pyproject(tree)
-    entry = pyproject.get("project", {}).get("scripts", {}).get("llmdash", "")
-    module, _, function = entry.partition(":")
-    if not module or not function:
+    entry = ENTRY_POINT.fullmatch(str(pyproject.get("project", {}).get("scripts", {}).get("llmdash", "")).strip())
+    if entry is None:
         raise LlmdashError(f"building {label} failed: its pyproject.toml declares no llmdash command")
     with tempfile.TemporaryDirectory(prefix="llmdash-code-") as staging:
         _stage_packages(tree, pyproject.get("tool", {}).get("setuptools", {}), Path(staging))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [staging, os.environ.get("PYTHONPATH")]))}
+        env = _revision_code_environment(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [staging, env.get("PYTHONPATH")]))
         config_args = ["--config", str(config)] if config else []
-        code = OWN_CODE_BUILD.format(module=module, function=function)
+        command = [sys.executable, "-P", "-c", OWN_CODE_BUILD, entry["module"], entry["function"], *config_args,
+                   "build", "--out", str(out)]
         try:
-            result = subprocess.run([sys.executable, "-P", "-c", code, *config_args, "build", "--out", str(out)],
-                                    cwd=project if project.is_dir() else tree, env=env, capture_output=True,
-                                    text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False)
+            result = subprocess.run(command, cwd=project if project.is_dir() else tree, env=env, capture_output=True,
+                                    text=True, errors="replace", timeout=BUILD_TIMEOUT_SECONDS, check=False)
         except subprocess.TimeoutExpired:
             raise LlmdashError(f"building {label} took longer than {BUILD_TIMEOUT_SECONDS}s") from None
     if result.returncode != 0:
         reason = _last_line(result.stderr) or _last_line(result.stdout) or f"exit code {result.returncode}"
         raise LlmdashError(f"building {label} failed: {reason.removeprefix('error: ')}")
+
+
+def _revision_code_environment(environ: dict[str, str]) -> dict[str, str]:
+    """`environ` without what a revision's code must not see: GRAFANA_* and every variable named like a
+    credential (token, password, secret, key, auth) or holding one (a URL with a password, a bearer token)."""
+    return {name: value for name, value in environ.items()
+            if not SECRET_NAME.search(name) and scrub(value) == value}
 
 
 def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
@@ -197,22 +251,75 @@ def _source_dir(package: str, package_dir: dict[str, str]) -> Path:
     return Path(package_dir.get("", "."), *parts)
 
 
-def _extract(ws: Workspace, commit: str, destination: Path, path: str | None = None) -> bool:
-    """Unpack the tree of `commit` (or only `path`) into `destination`; False if `path` does not exist there."""
-    archive = _git(ws.repo, "archive", "--format=tar", commit, *([path] if path else []), binary=True)
-    if archive.returncode != 0:
-        if path and b"did not match" in archive.stderr:
-            return False
-        raise LlmdashError(f"git archive {commit[:12]} failed: {_last_line(archive.stderr.decode(errors='replace'))}")
-    destination.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(destination, filter="data")
-    return True
+def _extract_data(ws: Workspace, commit: str, name: str, destination: Path) -> None:
+    """Copy out of `commit` only what the installed llmdash reads: the project's config and, in the
+    llmdash source, the catalogs."""
+    destination.mkdir(parents=True)
+    _copy_files(ws, commit, name, destination, ws.prefix / CONFIG_FILE, "", MAX_BYTES, "config")
+    _copy_files(ws, commit, name, destination, PurePosixPath("pyproject.toml"), "", MAX_BYTES, "pyproject")
+    if _is_llmdash_source(destination):
+        _copy_files(ws, commit, name, destination, PurePosixPath(CATALOGS), ".yaml", MAX_BYTES, "catalog")
+
+
+def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: PurePosixPath, suffix: str,
+                limit: int, what: str) -> bool:
+    """Write the file `path` of `commit` (with a `suffix`: the files ending so in folder `path`) under
+    `destination`, each refused, before it is read, when above `limit` bytes or not a plain file.
+    False when `path` is not in `commit`."""
+    spec = f"{path}/" if suffix else str(path)
+    listing = _git(ws.repo, "ls-tree", "-z", "-l", "--full-tree", commit, "--", spec)
+    if listing.returncode != 0:
+        raise LlmdashError(f"git ls-tree {commit[:12]} failed: {_last_line(listing.stderr)}")
+    found = False
+    for entry in filter(None, listing.stdout.split("\0")):
+        meta, _, file = entry.partition("\t")
+        mode, kind, blob, size = meta.split()
+        if not file.endswith(suffix) or (suffix and kind == "tree"):
+            continue
+        found = True
+        shown = f"{_short(name)}:{file}"
+        if kind != "blob" or mode not in ("100644", "100755"):
+            raise LlmdashError(f"{safe_line(shown)}: {what} is not a plain file (git mode {mode})")
+        if int(size) > limit:
+            raise LlmdashError(f"{safe_line(shown)}: {what} is {size} bytes, more than the {limit} allowed")
+        content = _git(ws.repo, "cat-file", "blob", blob, binary=True)
+        if content.returncode != 0:
+            raise LlmdashError(f"git cat-file {blob[:12]} failed")
+        target = destination.joinpath(*PurePosixPath(file).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content.stdout)
+    return found
+
+
+def _extract_all(ws: Workspace, commit: str, name: str, destination: Path) -> None:
+    """Unpack the whole tree of `commit`, streamed from `git archive` (never held in memory), refusing
+    links that point outside it."""
+    destination.mkdir(parents=True)
+    try:
+        archive = subprocess.Popen(["git", "-C", str(ws.repo), "archive", "--format=tar", commit],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise LlmdashError("git is not installed; comparing revisions needs it") from None
+    with archive:
+        try:
+            with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+                tar.extractall(destination, filter="data")
+            while archive.stdout.read(1 << 16):  # the archive's end padding, so git exits cleanly
+                pass
+        except (tarfile.TarError, OSError) as exc:
+            archive.kill()
+            raise LlmdashError(f"cannot extract revision {name}: {safe_line(exc)}") from None
+        finally:
+            archive.stdout.close()
+        failure = archive.stderr.read().decode(errors="replace")
+    if archive.wait() != 0:
+        raise LlmdashError(f"git archive {commit[:12]} failed: {_last_line(failure)}")
 
 
 def _git(repo: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not binary, check=False)
+        return subprocess.run(["git", "-C", str(repo), "--literal-pathspecs", *args], capture_output=True,
+                              text=not binary, errors=None if binary else "replace", check=False)
     except FileNotFoundError:
         raise LlmdashError("git is not installed; comparing revisions needs it") from None
 

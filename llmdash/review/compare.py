@@ -1,11 +1,11 @@
-"""Semantic comparison of Grafana dashboard models and Prometheus rule files.
+"""Semantic comparison of Grafana dashboard models and Prometheus rule files: the change list.
 
 A raw JSON diff of a dashboard drowns the one change that matters in ids, gridPos
 numbers and escaped PromQL. This module compares what a reviewer sees instead:
 panels are matched by their title within their row (never by list position), positions
 are compared relative to the row, and every changed PromQL expression is reported as a
 before/after pair. `llmdash diff`, `llmdash layout --base` and `publish --dry-run` all
-use it, so the comparison exists once.
+use it, so the comparison exists once; `llmdash.review.render` shows the list it makes.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
+from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
+from llmdash.inputs import read_text, read_yaml, shorten
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
 SERVER_OWNED_KEYS = ("id", "version", "iteration")
@@ -28,6 +28,9 @@ SERVER_OWNED_KEYS = ("id", "version", "iteration")
 VOLATILE_PANEL_KEYS = ("pluginVersion",)
 # Variable types whose option list Grafana re-queries on load instead of reading it.
 QUERIED_VARIABLE_TYPES = ("query", "datasource")
+# A built dashboard is ~100 KB; a generated/ file far above that is not one, and is not read.
+MAX_OUTPUT_BYTES = 16 << 20
+GRID_KEYS = ("x", "y", "w", "h")
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,8 @@ def _grid_order(panel: Any) -> tuple:
     """Grafana sorts panels by gridPos (y, then x) on load; list order carries no meaning."""
     if not isinstance(panel, dict):
         return (0, 0, 0, "")
-    grid = panel.get("gridPos") or {}
     panel_id = panel.get("id")
-    return (grid.get("y", 0), grid.get("x", 0), panel_id if isinstance(panel_id, int) else 0, str(panel.get("title", "")))
+    return (*grid_order(panel), panel_id if isinstance(panel_id, int) else 0, str(panel.get("title", "")))
 
 
 def _list_at(model: dict, section: str) -> list:
@@ -110,6 +112,7 @@ class PlacedPanel:
     row: str | None
     panel: dict
     offset_y: int
+    nested: bool = False  # in its row's own `panels` (a collapsed row's): not laid out until the row expands
 
     @property
     def is_row(self) -> bool:
@@ -128,22 +131,14 @@ def place_panels(dashboard: dict) -> list[PlacedPanel]:
     is empty or repeated within the row.
     """
     placed: list[PlacedPanel] = []
-    row_title: str | None = None
-    row_bottom = 0
-    for panel in normalise(dashboard).get("panels", []):
-        if not isinstance(panel, dict):
+    for item in walk_panels(normalise(dashboard)):
+        if item.is_row:
+            placed.append(PlacedPanel("", None, item.panel, 0))
             continue
-        grid = panel.get("gridPos") or {}
-        if panel.get("type") == "row":
-            row_title = str(panel.get("title") or f"#{panel.get('id')}")
-            row_bottom = grid.get("y", 0) + grid.get("h", 1)
-            placed.append(PlacedPanel("", None, panel, 0))
-            for child in panel.get("panels") or []:
-                if isinstance(child, dict):
-                    child_y = (child.get("gridPos") or {}).get("y", row_bottom)
-                    placed.append(PlacedPanel("", row_title, child, child_y - row_bottom))
-        else:
-            placed.append(PlacedPanel("", row_title, panel, grid.get("y", 0) - row_bottom))
+        row_title = str(item.row.get("title") or f"#{item.row.get('id')}") if item.row is not None else None
+        row_bottom = grid_value(item.row, "y") + grid_value(item.row, "h", 1) if item.row is not None else 0
+        top = grid_value(item.panel, "y", row_bottom if item.nested else 0)
+        placed.append(PlacedPanel("", row_title, item.panel, top - row_bottom, item.nested))
     _assign_labels(placed)
     return placed
 
@@ -570,21 +565,45 @@ class BuildOutput:
     rules: dict[str, dict]
 
 
-def load_output(root: Path) -> BuildOutput:
-    """Read `<root>/dashboards/*.json` and `<root>/rules/*.rules.yaml`; missing folders are empty."""
+def load_output(root: Path, shown: str | None = None) -> BuildOutput:
+    """Read `<root>/dashboards/*.json` and `<root>/rules/*.rules.yaml`; missing folders are empty.
+
+    The files may come from a git revision, so each is read bounded (`MAX_OUTPUT_BYTES`, YAML as
+    strictly as a config) and a dashboard whose grid is not numbers is refused here, in one line
+    naming the file as `shown` (default `root`) followed by its path below it.
+    """
+    def where(path: Path) -> str:
+        return f"{shown or root}/{path.relative_to(root).as_posix()}"
+
     dashboards: dict[str, dict] = {}
     rules: dict[str, dict] = {}
     for path in sorted((root / "dashboards").glob("*.json")):
         try:
-            dashboards[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise LlmdashError(f"{path}: not a readable dashboard JSON file ({_first_line(exc)})") from None
+            dashboards[path.stem] = _checked_dashboard(json.loads(read_text(path, "dashboard", MAX_OUTPUT_BYTES)))
+        except (ValueError, RecursionError) as exc:
+            raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
+        except LlmdashError as exc:
+            raise LlmdashError(f"{where(path)}: {str(exc).removeprefix(f'{path}: ')}") from None
     for path in sorted((root / "rules").glob("*.rules.yaml")):
         try:
-            rules[path.name[: -len(".rules.yaml")]] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise LlmdashError(f"{path}: not a readable rule file ({_first_line(exc)})") from None
+            rules[path.name[: -len(".rules.yaml")]] = read_yaml(path, "rule file") or {}
+        except LlmdashError as exc:
+            raise LlmdashError(f"{where(path)}: not a readable rule file "
+                               f"({str(exc).removeprefix(f'{path}: ')})") from None
     return BuildOutput(dashboards, rules)
+
+
+def _checked_dashboard(model: Any) -> dict:
+    """`model`, if it is a dashboard object whose gridPos values are integers (Grafana's grid is)."""
+    if not isinstance(model, dict):
+        raise LlmdashError("not a dashboard (a JSON object)")
+    for placed in walk_panels(model):
+        grid = placed.panel.get("gridPos")
+        for key, value in grid.items() if isinstance(grid, dict) else ():
+            if key in GRID_KEYS and (not isinstance(value, int) or isinstance(value, bool)):
+                raise LlmdashError(f"panel {shorten(placed.panel.get('title'))} gridPos.{key} is {shorten(value)}, "
+                                   "not an integer")
+    return model
 
 
 def diff_outputs(old: BuildOutput, new: BuildOutput) -> dict[str, list[Change]]:
@@ -601,7 +620,7 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-# --------------------------------------------------------------------------- rendering
+# --------------------------------------------------------------------------- change labels
 
 
 _OBJECT = (r'(?:(?:row|panel|variable|annotation|link|alert|record|group) "(?:[^"\\]|\\.)*"'
@@ -615,147 +634,3 @@ def split_where(where: str) -> tuple[str, str]:
     if not match:
         return where, ""
     return match.group(0), where[match.end():].removeprefix(" / ")
-
-
-def _grouped(changes: list[Change]) -> dict[str, list[tuple[str, Change]]]:
-    groups: dict[str, list[tuple[str, Change]]] = {}
-    for change in changes:
-        header, detail = split_where(change.where)
-        groups.setdefault(header, []).append((detail, change))
-    return groups
-
-
-def _count(changes: list[Change]) -> str:
-    return "no changes" if not changes else f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
-
-
-def _label(kind: str, detail: str) -> str:
-    return f"{kind} [{detail}]" if detail else kind
-
-
-LONG_TEXT = 80          # characters: a longer text value is shown as a word diff, not as two paragraphs
-WORD_DIFF_KEY = "word diff: [-old-] {+new+}"
-WORD_CONTEXT = 5        # unchanged words kept on each side of a change
-
-
-def _is_long(change: Change) -> bool:
-    """A text change (description, summary, ...) too long to read as two whole values side by side."""
-    if change.before is None or change.after is None:
-        return False
-    return max(len(change.before), len(change.after)) > LONG_TEXT or "\n" in change.before + change.after
-
-
-def word_diff(before: str, after: str, context: int = WORD_CONTEXT) -> list[str]:
-    """One line per changed stretch of words, `[-removed-]{+added+}` inside a few unchanged words;
-    "…" marks what was left out."""
-    old, new = before.split(), after.split()
-    hunks = []
-    for group in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_grouped_opcodes(context):
-        parts = ["…"] if group[0][1] > 0 else []
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                parts.append(" ".join(old[i1:i2]))
-                continue
-            if i2 > i1:
-                parts.append("[-" + " ".join(old[i1:i2]) + "-]")
-            if j2 > j1:
-                parts.append("{+" + " ".join(new[j1:j2]) + "+}")
-        if group[-1][2] < len(old):
-            parts.append("…")
-        hunks.append(" ".join(parts))
-    return hunks or ["(whitespace only)"]
-
-
-def _sides(change: Change) -> str:
-    """Which side a value shown on one line is from, unless the kind already says it."""
-    if change.kind.endswith(("-added", "-removed")):
-        return ""
-    if change.before is None:
-        return " (added)"
-    if change.after is None:
-        return " (removed)"
-    return " (old -> new)"
-
-
-def _values(change: Change, show) -> str:
-    if change.before is None:
-        return show(change.after)
-    if change.after is None:
-        return show(change.before)
-    return f"{show(change.before)} -> {show(change.after)}"
-
-
-def render_text(name: str, changes: list[Change]) -> str:
-    """Terminal report: one heading per panel/variable/rule, expressions as -/+ line pairs."""
-    lines = [f"{name}: {_count(changes)}"]
-    for header, group in _grouped(changes).items():
-        lines.append(f"  {header}")
-        for detail, change in group:
-            label = _label(change.kind, detail)
-            if change.kind == "expr":
-                lines.append(f"    {label} (- old, + new):")
-                lines.append(f"      - {_absent(change.before)}")
-                lines.append(f"      + {_absent(change.after)}")
-                lines += _caret("        ", change)
-            elif _is_long(change):
-                lines.append(f"    {label} ({WORD_DIFF_KEY}):")
-                lines += [f"      {hunk}" for hunk in word_diff(change.before, change.after)]
-            else:
-                lines.append(f"    {label}{_sides(change)}: {_values(change, str)}")
-    return "\n".join(lines) + "\n"
-
-
-def render_markdown(name: str, changes: list[Change]) -> str:
-    """PR-comment report: a heading per dashboard, bold labels, PromQL pairs in ```diff blocks."""
-    lines = [f"### `{name}`: {_count(changes)}", ""]
-    for header, group in _grouped(changes).items():
-        lines += [f"**{_escape_md(header)}**", ""]
-        for detail, change in group:
-            label = _escape_md(_label(change.kind, detail))
-            if change.kind == "expr":
-                fence = _fence(change.before, change.after)
-                lines += [f"- {label} (- old, + new):", "", f"  {fence}diff", f"  - {_absent(change.before)}",
-                          f"  + {_absent(change.after)}", *_caret("    ", change), f"  {fence}"]
-            elif _is_long(change):
-                lines.append(f"- {label} ({_escape_md(WORD_DIFF_KEY)}):")
-                lines += [f"  - {_code(hunk)}" for hunk in word_diff(change.before, change.after)]
-            else:
-                lines.append(f"- {label}{_sides(change).replace(' -> ', ' → ')}: "
-                             f"{_values(change, _code).replace(' -> ', ' → ')}")
-        lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _caret(indent: str, change: Change) -> list[str]:
-    """A `^` under the first differing character of a long one-line expression pair."""
-    before, after = change.before, change.after
-    if before is None or after is None or "\n" in before + after or min(len(before), len(after)) < 40:
-        return []
-    column = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
-    return [f"{indent}{' ' * column}^"]
-
-
-def _absent(value: str | None) -> str:
-    return "(none)" if value is None else value
-
-
-def _escape_md(text: str) -> str:
-    for char in "\\*_`[]<>|":
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def _code(text: str) -> str:
-    """Inline code that survives backticks inside PromQL raw strings."""
-    ticks = "`"
-    while ticks in text:
-        ticks += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
-
-
-def _fence(*texts: str | None) -> str:
-    fence = "```"
-    while any(t and fence in t for t in texts):
-        fence += "`"
-    return fence
