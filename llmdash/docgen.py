@@ -67,8 +67,8 @@ def _source(source: Source) -> str:
 
 
 def _engine_section(spec: EngineSpec, notes: dict) -> list[str]:
-    facts = [f"Versions {spec.versions}", f"exporter `{spec.exporter}`",
-             f"model label `{spec.model_label}`" + (" (added by the scrape config)" if spec.model_label_from_scrape else "")]
+    model = f"model label `{spec.model_label}`" + (" (added by the scrape config)" if spec.model_label_from_scrape else "")
+    facts = [f"Versions {spec.versions}", f"exporter `{spec.exporter}`", model]
     if spec.selectors:
         facts.append("default selectors " + ", ".join(f'`{k}="{v}"`' for k, v in spec.selectors))
     if spec.base:
@@ -90,7 +90,8 @@ def _engine_section(spec: EngineSpec, notes: dict) -> list[str]:
         lines += ["", "Preemption log lines (counted by the generated mtail program, see [logs-and-mtail.md]"
                   "(logs-and-mtail.md)):", "", "| Line | Versions | Counted | Printed in |", "|---|---|---|---|"]
         for pattern in spec.log_patterns:
-            lines.append(f"| `{_cell(pattern.example)}` | {pattern.versions} | {pattern.count} | {_cell(pattern.source)} |")
+            lines.append(f"| `{_cell(pattern.example)}` | {pattern.versions} | {pattern.count} "
+                         f"| {_cell(pattern.source)} |")
     if notes.get("caveats"):
         lines += ["", "**Caveats.** " + " ".join(notes["caveats"].split())]
     lines += ["", "### Sources", "", notes["sources"].strip(), ""]
@@ -117,7 +118,8 @@ def engines_page(specs: dict[str, EngineSpec], notes: dict[str, dict]) -> str:
     lines = [GENERATED.format(source=f"engines/*.yaml and {NOTES_FILE}"), "", "# Engines", "",
              "What llmdash reads from each engine, straight from its catalog (`engines/<engine>.yaml`): every series "
              "exactly as scraped, the versions that export it, and which series feed each role. `llmdash engines` "
-             "prints the summary table below; in parentheses, the versions a series covers where it is not all of them.",
+             "prints the summary table below; in parentheses, the versions a series covers where it is not all of "
+             "them.",
              "", engine_table(specs), "",
              "A role with no series is one the engine does not export; its note says why and what the dashboard shows "
              "instead. How to add an engine: [CONTRIBUTING.md](../CONTRIBUTING.md#adding-an-engine).", "",
