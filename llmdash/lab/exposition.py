@@ -5,7 +5,7 @@ that catalog's name, labels and buckets (the `new` name era; the `old` era expor
 signal with renamed sources, its oldest source instead: see `era_names`; an era that is a release
 version, such as "0.4.3", exports exactly the series, labels and bucket bounds the catalog gives that
 release: see `version_names`), and with the engine's own update semantics
-(engines.md): vLLM counts tokens every step and observes ITL once per request per step;
+(its catalog's sources, docs/engines.md): vLLM counts tokens every step and observes ITL once per request per step;
 SGLang's realtime counter moves per log tick, its generation counter at request finish,
 its ITL observer divides an interval by the tokens it carried, and its retraction
 counters repeat on every TP rank; TensorRT-LLM records per-request series at finish and
