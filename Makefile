@@ -17,9 +17,9 @@ help:
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
-	@echo "make bench-detect  detection delay (min/median/max over seeds 1-4) and false firings of the alerts vs naive baselines"
-	@echo "make bench-cost    samples and time of one dashboard load (20 and 200 instances) vs vLLM's overview dashboard"
-	@echo "make bench-build   start-up and build time of the llmdash command (min and median of 5 runs)"
+	@echo "make bench-detect  detection delay (seeds 1-4) and false firings vs naive baselines -> docs/benchmarks/bench-detect.md"
+	@echo "make bench-cost    samples and time of one dashboard load (20, 200 instances) -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 	@echo "make clean         remove out/ and .pytest_cache"
 
@@ -69,10 +69,10 @@ layout: install
 		--out out/layout-$(ENGINE).png
 
 bench-detect: install
-	$(LLMDASH) bench-detect --out out/bench-detect.md
+	$(LLMDASH) bench-detect
 
 bench-cost: install
-	$(LLMDASH) bench-cost --out out/bench-cost.md
+	$(LLMDASH) bench-cost
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

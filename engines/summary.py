@@ -1,6 +1,6 @@
 """What each engine offers, as one markdown table row per catalog: `llmdash engines` prints it.
 
-Why: the README's engine table and the catalogs must not drift apart; this is the table,
+Why: docs/engines.md's engine table and the catalogs must not drift apart; this is the table,
 read from the catalogs (series exactly as scraped, with the versions a fallback covers).
 """
 

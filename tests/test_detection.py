@@ -4,7 +4,7 @@ fires on a load ramp.
 
 One seed and two scenarios here, to keep the suite fast (idle, restart and longer prompts are checked
 for every engine on hand-shaped series in tests/test_rules.py); `make bench-detect` runs every scenario
-with seeds 1-4 and reports min / median / max delays (README, "Detection quality")."""
+with seeds 1-4 and reports min / median / max delays (docs/benchmarks/bench-detect.md)."""
 
 
 import pytest
@@ -47,7 +47,7 @@ def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
         preemption = collapse.delay_s(Alert.PREEMPTIONS_HIGH)
         assert preemption is not None and 0 <= preemption <= 5 * 60, preemption
     # A paused-requests gauge holds the latest iteration only and catches a few pauses in a collapse,
-    # like two blips: its page waits for sustained pausing (README, "Detection quality").
+    # like two blips: its page waits for sustained pausing (docs/benchmarks/bench-detect.md).
     for alert in (Alert.DIVERGENCE, Alert.PREEMPTIONS_HIGH):
         assert {f.model for f in collapse.fired(alert)} <= {collapse.affected_model}
 

@@ -160,7 +160,7 @@ def test_divergence_annotation_covers_collapse(evaluated, prometheus_scenarios, 
 
 @pytest.mark.parametrize("engine", MEAN_ONLY)
 def test_a_mean_needs_its_own_divergence_factor(prometheus_scenarios, engine):
-    """Why `divergence.mean_latency_factor` exists (README): at the p99's factor 2 a mean does not diverge
+    """Why `divergence.mean_latency_factor` exists (docs/engines.md): at the p99's factor 2 a mean does not diverge
     in this collapse, so one factor for both would leave mean-only engines silent."""
     server, windows = prometheus_scenarios
     config = load_config(None)
@@ -168,7 +168,7 @@ def test_a_mean_needs_its_own_divergence_factor(prometheus_scenarios, engine):
     w = windows["kv-collapse"]
     result = evaluate_dashboard(build_dashboards(at_two)[engine], server, w.start, w.end, 60.0)
     regions = [r for r in model_regions(result, "Divergence", engine) if r[0] == PRIMARY]
-    assert not regions, "the mean reached 2x: update the README's figures and reconsider the default"
+    assert not regions, "the mean reached 2x: update docs/engines.md's llama.cpp figures and reconsider the default"
 
 
 @pytest.mark.parametrize("engine", ENGINES)

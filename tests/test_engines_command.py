@@ -1,4 +1,4 @@
-"""`llmdash engines` prints the engine table, and the README shows exactly that table."""
+"""`llmdash engines` prints the engine table, and docs/engines.md shows exactly that table."""
 
 import re
 import subprocess
@@ -27,8 +27,8 @@ def test_engines_prints_versions_and_the_series_behind_each_signal():
     assert "ITL" not in rows["tensorrt-llm-triton"]
 
 
-def test_readme_shows_what_llmdash_engines_prints():
-    assert engines_output().strip() in (ROOT / "README.md").read_text()
+def test_the_engines_page_shows_what_llmdash_engines_prints():
+    assert engines_output().strip() in (ROOT / "docs" / "engines.md").read_text()
 
 
 def test_every_row_has_four_cells_even_with_regex_matchers():

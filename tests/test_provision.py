@@ -1,4 +1,4 @@
-"""`llmdash provision DIR`: a file-provisioning layout Grafana can load as-is (grafana.md §3)."""
+"""`llmdash provision DIR`: a file-provisioning layout Grafana can load as-is (Grafana's provisioning docs)."""
 
 from __future__ import annotations
 

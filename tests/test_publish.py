@@ -1,4 +1,4 @@
-"""Publish against a fake Grafana over real sockets (tests/fake_grafana.py follows grafana.md §1-3)."""
+"""Publish against a fake Grafana over real sockets (tests/fake_grafana.py follows Grafana's HTTP API docs)."""
 
 from __future__ import annotations
 

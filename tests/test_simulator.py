@@ -109,7 +109,7 @@ def test_same_seed_same_data_other_seed_other_data():
 
 def test_sglang_itl_observer_divides_interval_by_new_tokens():
     itl = Histogram(load_engine("sglang").metrics["sglang:inter_token_latency_seconds"].buckets)
-    itl.observe_per_token(0.02, 4)           # engines.md 2.5: 0.02 s carrying 4 tokens
+    itl.observe_per_token(0.02, 4)           # SGLang divides an interval by its new tokens: 0.02 s carrying 4
     assert sum(itl.counts) == 4 and itl.total == pytest.approx(0.02)
     assert itl.counts[itl.bounds.index(0.006)] == 4
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from llmdash.config import load_config
-from llmdash.lab import bench
+from llmdash.lab import bench, bench_report
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.errors import LlmdashError
 from llmdash.lab.emitters import simulated_engines
@@ -127,8 +127,9 @@ def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
 
 
 @click.command("bench-detect")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-detect.md"),
-              show_default=True, help="Where to write the table (markdown).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=bench_report.default_path("bench-detect"),
+              show_default=True, help="Where to write the table (markdown, stamped with the commit and date).")
 @click.option("--engine", "engine_ids", multiple=True, help="Only these engines (default: the config's).")
 @click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(bench.SCENARIOS),
               help="Only these scenarios (default: all).")
@@ -144,18 +145,18 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
     started = time.monotonic()
     outcomes = bench.run(engine_ids, config, names=tuple(scenario_names) or bench.SCENARIOS,
                          progress=lambda message: click.echo(message, err=True), seeds=tuple(seeds))
-    text = bench.table(outcomes, engine_ids, config)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    text = bench_report.write(out, "Detection quality", "make bench-detect", bench.table(outcomes, engine_ids, config))
     click.echo(text + "\n" + bench.summary(outcomes, engine_ids, config)
                + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
 
 
 @click.command("bench-cost")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("out/bench-cost.md"),
-              show_default=True, help="Where to write the table (markdown).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=bench_report.default_path("bench-cost"),
+              show_default=True, help="Where to write the table (markdown, stamped with the commit and date).")
 @click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="vLLM's overview dashboard JSON (default: ../shared/anchors/vllm__vllm_overview.json).")
+              help="vLLM's overview dashboard JSON, measured as the reference "
+                   "(give it: the default lies outside the repository).")
 @click.pass_context
 def bench_cost_command(ctx: click.Context, out: Path, anchor: Path | None) -> None:
     """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
@@ -165,7 +166,5 @@ def bench_cost_command(ctx: click.Context, out: Path, anchor: Path | None) -> No
     started = time.monotonic()
     rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor or bench_cost.ANCHOR,
                                       progress=lambda message: click.echo(message, err=True))
-    text = bench_cost.table(rows, rule_costs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    text = bench_report.write(out, "Query cost", "make bench-cost", bench_cost.table(rows, rule_costs))
     click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")

@@ -376,7 +376,7 @@ def _read_body(response: requests.Response, started: float, deadline: float, clo
 
 
 class LegacyApi:
-    """`GrafanaBackend` over the classic `/api/*` endpoints (grafana.md §1)."""
+    """`GrafanaBackend` over the classic `/api/*` endpoints (Grafana's documented HTTP API)."""
 
     description = "/api (legacy dashboard API)"
 

@@ -1,6 +1,6 @@
 """Grafana file provisioning: a provider YAML plus raw dashboard JSON, for GitOps users.
 
-Layout written under DIR (grafana.md §3):
+Layout written under DIR (https://grafana.com/docs/grafana/latest/administration/provisioning/#dashboards):
 
     DIR/provisioning/dashboards/llmdash.yaml   provider, apiVersion 1, allowUiUpdates false
     DIR/dashboards/<stem>.json                 raw models (no {"dashboard": ...} wrapper)

@@ -1,6 +1,6 @@
 """Publish built dashboards to Grafana without version churn and without losing UI edits.
 
-The algorithm follows grafana.md §2: health, folder, validate everything, then per
+The algorithm: health, folder, validate everything, then per
 dashboard GET, normalise both sides and skip when equal; otherwise POST with
 `id: null`, the live version and `overwrite: false`.
 

@@ -1,6 +1,7 @@
 """`make bench-build`: whole-process wall time of `llmdash --help` and `llmdash build`, beside Python's own start.
 
-Each command runs 5 times as a fresh process (what a user or CI step pays); min and median are printed.
+Each command runs 5 times as a fresh process (what a user or CI step pays); min and median are printed and
+written, stamped, to `docs/benchmarks/bench-build.md` (or the path given as the only argument).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from llmdash.lab import bench_report
 
 RUNS = 5
 
@@ -31,9 +34,11 @@ def main() -> None:
         rows = [("python3 -c pass", timed([sys.executable, "-c", "pass"])),
                 ("llmdash --help", timed([llmdash, "--help"])),
                 ("llmdash build --out DIR", timed([llmdash, "build", "--out", out]))]
-    print(f"| command | min (s) | median (s) |  ({RUNS} runs each, whole process)\n|---|---|---|")
-    for name, times in rows:
-        print(f"| `{name}` | {min(times):.3f} | {statistics.median(times):.3f} |")
+    lines = [f"{RUNS} runs each, whole process.", "", "| command | min (s) | median (s) |", "|---|---|---|"]
+    lines += [f"| `{name}` | {min(times):.3f} | {statistics.median(times):.3f} |" for name, times in rows]
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else bench_report.default_path("bench-build")
+    text = bench_report.write(target, "Start-up and build time", "make bench-build", "\n".join(lines))
+    print(text + f"written to {target}")
 
 
 if __name__ == "__main__":

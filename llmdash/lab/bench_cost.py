@@ -8,7 +8,7 @@ rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates e
 annotation of each dashboard as Grafana would: one range query over the dashboard's time range with
 `stats=all`, step = range / 1000 points rounded up to the scrape interval, `$__rate_interval` =
 max(4 x scrape interval, step + scrape interval), every variable = All (`.*`). vLLM's own overview
-dashboard (read from ../shared/anchors, never copied) is measured the same way as the reference.
+dashboard (read from a file outside the repository, never copied) is measured the same way as the reference.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why: a panel is only as good as its query on real data. This takes the dashboard
 as stored (never rewriting its expressions), substitutes the Grafana variables
 (`$__rate_interval`, `$__interval`, `$__range`, `${datasource}`, multi-value variables
 as All), runs every target as a range query, and turns annotation results into regions
-like Grafana's Prometheus annotation support (grafana.md §4): a sample is active when
+like Grafana's Prometheus annotation support: a sample is active when
 its value is > 0, active samples no more than one step apart are merged, and every
 returned series is processed separately.
 """
