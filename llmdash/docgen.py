@@ -18,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from llmdash.config import DURATION, REPLACED_KEYS, Config
+from llmdash import durations
+from llmdash.config import REPLACED_KEYS, Config
 from llmdash.engines.catalog import EngineSpec, Metric, Source, load_all
 from llmdash.engines.summary import engine_table
 from llmdash.errors import EXIT_DRIFT, LlmdashError
@@ -169,9 +170,16 @@ def _type_name(hint, default) -> str:
         return "list of strings"
     if origin is dict:
         return "mapping of strings"
-    if hint is str and isinstance(default, str) and DURATION.match(default):
+    if hint is str and isinstance(default, str) and _is_duration(default):
         return "duration"
     return {bool: "true/false", float: "number", int: "number", str: "string"}.get(hint, str(hint))
+
+
+def _is_duration(text: str) -> bool:
+    try:
+        return durations.seconds(text) > 0
+    except ValueError:
+        return False
 
 
 def _default(value) -> str:

@@ -10,7 +10,7 @@ from llmdash.errors import EXIT_USAGE, LlmdashError
 from llmdash.vocabulary import Alert
 from tests.test_catalog import ENGINES
 
-TEMPLATE = "https://git.example.com/ops/llmdash/blob/main/docs/runbooks/{alertname}.md"
+TEMPLATE = "https://git.example.com/ops/llmdash/blob/main/generated/runbooks/{alertname}.md"
 
 
 def config_with(tmp_path, text: str):

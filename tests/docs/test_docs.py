@@ -93,7 +93,7 @@ def test_the_readme_is_short_and_links_every_page():
 def test_the_alerts_page_links_every_runbook():
     page = DOCS / "alerts-and-runbooks.md"
     linked = {(page.parent / target.split("#")[0]).resolve() for target in links(page)}
-    runbooks = sorted((DOCS / "runbooks").glob("*.md"))
+    runbooks = sorted((ROOT / "generated" / "runbooks").glob("*.md"))
     assert runbooks and [p.name for p in runbooks if p.resolve() not in linked] == []
 
 

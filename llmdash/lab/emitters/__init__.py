@@ -1,7 +1,7 @@
 """Per-engine metric emitters, one module per engine, registered here.
 
 Each emitter exposes every series its engine's catalog lists for the era it runs in (`llmdash.lab.eras`),
-with that catalog's names, labels and buckets, and updates them as the engine does (engines.md). A
+with that catalog's names, labels and buckets, and updates them as the engine does (docs/engines.md). A
 variant (NIM, Ray Serve LLM) runs its base engine's emitter under its own names. Adding an engine: a
 module here with its `EngineMetrics` subclass, and one entry in `EMITTERS`.
 """
