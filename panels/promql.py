@@ -8,6 +8,8 @@ labels, is `llmdash.panels.signals`' business.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from llmdash.vocabulary import BASELINE_QUANTILE
@@ -26,6 +28,48 @@ class Matcher:
 
     def render(self) -> str:
         return f'{self.label}{self.op}"{escape(self.value)}"'
+
+
+def prometheus3_float(value: float) -> str:
+    """How Prometheus 3 stores a classic histogram's `le` (and a summary's `quantile`) at ingestion:
+    `labels.FormatOpenMetricsFloat`, Go's shortest `%g` with ".0" added where it has neither "." nor "e"
+    (`5000` -> `5000.0`, `1` -> `1.0`, `1e-05` stays, `1000000` -> `1e+06`)."""
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    digits, exponent = _shortest(value)
+    point = exponent + 1                                   # digits before the decimal point
+    exponent_limit = len(digits) if 6 > len(digits) >= point else 6
+    sign = "-" if value < 0 else ""
+    if exponent < -4 or exponent >= exponent_limit:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if point <= 0:
+        text = "0." + "0" * -point + digits
+    elif point >= len(digits):
+        text = digits + "0" * (point - len(digits))
+    else:
+        text = digits[:point] + "." + digits[point:]
+    return sign + (text if "." in text else text + ".0")
+
+
+def _shortest(value: float) -> tuple[str, int]:
+    """The shortest digits that read back as `value`, and the decimal exponent of the first one."""
+    mantissa, _, exponent = f"{abs(value):.17e}".partition("e")
+    for precision in range(17):
+        candidate = f"{abs(value):.{precision}e}"
+        if float(candidate) == abs(value):
+            mantissa, _, exponent = candidate.partition("e")
+            break
+    return mantissa.replace(".", "").rstrip("0") or "0", int(exponent)
+
+
+def bucket_matcher(exporter_text: str, bound: float) -> Matcher:
+    """Exactly the bucket at `bound`, whether it is stored as the exporter wrote it (`le="5000"`) or as
+    Prometheus 3 normalises it (`le="5000.0"`): one regex of both texts where they differ."""
+    texts = list(dict.fromkeys((exporter_text, prometheus3_float(bound))))
+    if len(texts) == 1:
+        return Matcher("le", "=", texts[0])
+    return Matcher("le", "=~", "|".join(re.escape(t) for t in texts))
 
 
 def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:

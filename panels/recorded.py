@@ -261,6 +261,9 @@ def recording_layer(spec: EngineSpec, config) -> RecordingLayer:
     return RecordingLayer(spec, config)
 
 
+INF_BUCKET = Matcher(BUCKET_LABEL, "=", "+Inf")   # the same text in every exporter and in Prometheus 3
+
+
 class RecordedSignals(SignalsBase):
     """The signals answered from recorded series. `scope` is the raw scope (the matchers a dashboard or
     the rules put on raw series), of which only matchers on labels the recorded series keep apply.
@@ -356,20 +359,20 @@ class RecordedSignals(SignalsBase):
         return self.selector(self.series("token_latency_quantile", window=self.config.divergence.window,
                                          quantile=q))
 
-    def _bucket(self, role: str, le: str, group) -> str:
+    def _bucket(self, role: str, le: Matcher, group) -> str:
         """One bucket's recorded rate summed over the group (which drops `le`, so buckets divide)."""
         series = self.series("bucket_rates", role, self.config.divergence.window)
-        return f"sum{promql.by(group)} ({self.selector(series, (Matcher(BUCKET_LABEL, '=', le),))})"
+        return f"sum{promql.by(group)} ({self.selector(series, (le,))})"
 
     def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
         group = self._group(group)
-        top = self.spec.le(self.top_bound(role) / self.scale(role))
-        return f"1 - {promql.divide(self._bucket(role, top, group), self._bucket(role, '+Inf', group))}"
+        top = self.bucket(self.top_bound(role) / self.scale(role))
+        return f"1 - {promql.divide(self._bucket(role, top, group), self._bucket(role, INF_BUCKET, group))}"
 
     def slo_share(self, role: str, target_seconds: float, group=None) -> str:
         group = self._group(group)
-        le = self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds))
-        return promql.divide(self._bucket(role, le, group), self._bucket(role, "+Inf", group))
+        le = self.bucket(bucket_for(self.sources(role)[0].metric, target_seconds))
+        return promql.divide(self._bucket(role, le, group), self._bucket(role, INF_BUCKET, group))
 
     def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
         window = window or self.config.divergence.window

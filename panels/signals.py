@@ -123,6 +123,10 @@ class SignalsBase:
     def running(self, group=None) -> str:
         return self.gauge("running", group)
 
+    def bucket(self, bound: float) -> Matcher:
+        """The `le` matcher of one bucket bound (in the histogram's unit), as exported or as Prometheus 3 stores it."""
+        return promql.bucket_matcher(self.spec.le(bound), bound)
+
     @property
     def preemption_is_counter(self) -> bool:
         return self.sources(Role.PREEMPTIONS)[0].kind == "counter"
@@ -296,7 +300,7 @@ class Signals(SignalsBase):
     def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
         """Share of observations above the highest finite bound, where a quantile would read the bound itself."""
         window = window or self.window
-        top = Matcher(BUCKET_LABEL, "=", self.spec.le(self.top_bound(role) / self.scale(role)))
+        top = self.bucket(self.top_bound(role) / self.scale(role))
         within = self._per_series(role, lambda s: promql.rate(
             self._select(s, f"{s.metric.name}_bucket", (top,)), window), "sum", group)
         return f"1 - {promql.divide(within, self._count_rate(role, group, window))}"
@@ -321,7 +325,7 @@ class Signals(SignalsBase):
 
     def slo_share(self, role: str, target_seconds: float, group=None) -> str:
         """Share of observations at or under the target, read from the target's own bucket."""
-        le = Matcher(BUCKET_LABEL, "=", self.spec.le(bucket_for(self.sources(role)[0].metric, target_seconds)))
+        le = self.bucket(bucket_for(self.sources(role)[0].metric, target_seconds))
         good = self._per_series(role, lambda s: promql.rate(
             self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
         return promql.divide(good, self._count_rate(role, group))
