@@ -17,7 +17,7 @@ from typing import Callable
 import promql_parser as pp
 
 from llmdash.dashboards.schema import schema_problems
-from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
+from llmdash.engines.model import HISTOGRAM_PARTS, EngineSpec
 from llmdash.panels.signals import LOG_PREEMPTIONS
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")

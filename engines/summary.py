@@ -6,7 +6,7 @@ read from the catalogs (series exactly as scraped, with the versions a fallback 
 
 from __future__ import annotations
 
-from llmdash.engines.catalog import EngineSpec, Source
+from llmdash.engines.model import EngineSpec, Source
 
 HEADER = ("| Engine: title (versions covered) | Throughput | Latency | Preemption signal |\n"
           "|---|---|---|---|")

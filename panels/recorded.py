@@ -14,7 +14,7 @@ drill-down) fall through to the raw `Signals` methods.
 
 from __future__ import annotations
 
-from llmdash.engines.catalog import bucket_for
+from llmdash.engines.model import bucket_for
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import ENGINE_LABEL, MODEL_LABEL, Signals

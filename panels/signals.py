@@ -26,14 +26,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import (LATENCY_HISTOGRAM_ROLES, MEAN_LATENCY_ROLE, UNIT_TO_SECONDS, EngineSpec, Source,
-                                     bound_problem, bucket_for)
+from llmdash.engines.model import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
+from llmdash.vocabulary import LATENCY_HISTOGRAM_ROLES, Role
 
-LATENCY_ROLES = LATENCY_HISTOGRAM_ROLES + (MEAN_LATENCY_ROLE,)  # the divergence's choice: finest histogram first
-TOKEN_LATENCY_ROLES = ("itl", "tpot", MEAN_LATENCY_ROLE)          # per-token latency, finest first
+LATENCY_ROLES = LATENCY_HISTOGRAM_ROLES + (Role.TOKEN_LATENCY_MEAN,)  # the divergence's choice: finest histogram first
+TOKEN_LATENCY_ROLES = ("itl", "tpot", Role.TOKEN_LATENCY_MEAN)          # per-token latency, finest first
 ENGINE_LABEL = "llm_engine"  # not `engine`: vLLM and LMDeploy already use it for the data-parallel rank
 LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count preemption log lines into
 MODEL_LABEL = "model_name"  # what recorded series and alerts call the model, whatever the engine calls it
@@ -54,7 +54,7 @@ INFO = {
     "ttft": SignalInfo("TTFT p99", "s", "time to first token"),
     "itl": SignalInfo("ITL p99", "s", "inter-token latency"),
     "tpot": SignalInfo("TPOT p99", "s", "time per output token of a whole request"),
-    MEAN_LATENCY_ROLE: SignalInfo("Mean time per token", "s", "decode time per generated token"),
+    Role.TOKEN_LATENCY_MEAN: SignalInfo("Mean time per token", "s", "decode time per generated token"),
 }
 MEAN_WHY = ("It is a mean over the requests that finished in the window (the engine adds a request's decode time and "
             "tokens when it finishes, and has no latency histogram), so it moves late and less than a p99: a stall "
@@ -244,7 +244,7 @@ class Signals:
 
     @staticmethod
     def is_mean(role: str) -> bool:
-        return role == MEAN_LATENCY_ROLE
+        return role == Role.TOKEN_LATENCY_MEAN
 
     def latency(self, role: str, group=None, window=None) -> str:
         """A latency role's headline value in seconds: the p99 of a histogram, the mean of a mean role."""
@@ -253,7 +253,7 @@ class Signals:
     def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
         """(seconds/s, tokens/s) of the mean role, summed per group with fallbacks per replica."""
         window = window or self.window
-        role = MEAN_LATENCY_ROLE
+        role = Role.TOKEN_LATENCY_MEAN
         seconds = self._per_series(role, lambda s: promql.rate(self._select(s), window), "sum", group)
         tokens = self._per_series(role, lambda s: promql.rate(self._select(s, s.per.name), window), "sum", group)
         scale = self.scale(role)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import yaml
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals

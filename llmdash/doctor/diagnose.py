@@ -24,7 +24,8 @@ from llmdash.config import Config
 from llmdash.dashboards.fleet import FLEET
 from llmdash.dashboards.validate import substitute
 from llmdash.doctor.inventory import Inventory
-from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
+from llmdash.engines.catalog import load_all
+from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
 from llmdash.panels.signals import LOG_PREEMPTIONS
 

@@ -25,7 +25,8 @@ import yaml
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
-from llmdash.engines.catalog import EngineSpec, load_engine
+from llmdash.engines.catalog import load_engine
+from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
 from llmdash.lab.promserver import PrometheusServer
 

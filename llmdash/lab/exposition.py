@@ -28,7 +28,8 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from llmdash.engines.catalog import EngineSpec, Metric, load_catalog
+from llmdash.engines.catalog import load_catalog
+from llmdash.engines.model import EngineSpec, Metric
 from llmdash.lab.simulator import RECOMPUTE, RETRACT, EngineState, Request
 
 NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.lab.exposition import SGLANG_TP_SIZE, EngineMetrics, Fanout
 from llmdash.lab.scenarios import SCRAPE_INTERVAL_S, Scenario, _affected_only, advance, instances
 from llmdash.lab.simulator import EngineState

@@ -40,7 +40,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
 from llmdash.lab.exposition import EMITTERS, NEW, OLD, EngineMetrics, Fanout, emitter_class
 from llmdash.lab.simulator import Load, ServingConfig, ServingSimulator
