@@ -263,7 +263,8 @@ class _Parser:
             out.append((label, version))
         return tuple(out)
 
-    def buckets_before(self, body: dict, key: str, buckets, since: Version) -> tuple[tuple[Version, tuple[float, ...]], ...]:
+    def buckets_before(self, body: dict, key: str, buckets,
+                       since: Version) -> tuple[tuple[Version, tuple[float, ...]], ...]:
         """Older bound lists: version -> the bounds every version before it (and after the previous key) exports."""
         if body and buckets is None:
             raise self.fail(key, "only a histogram with buckets has older ones")
@@ -298,7 +299,7 @@ class _Parser:
                 raise self.fail(f"{key}.match.{label}", f"{name} has no label {shorten(label)}")
             values[label] = tuple(value) if isinstance(value, list) else value  # "" also matches an absent label
             added = dict(metric.labels_since).get(label)
-            if added is not None and "" not in (values[label] if isinstance(values[label], tuple) else (values[label],)):
+            if added is not None and "" not in (value if isinstance(value, list) else (value,)):
                 raise self.fail(f"{key}.match.{label}", f"{name} has {label} only from {added}: "
                                 f'add "" to the values, or older versions match nothing')
         if model_label is not None and model_label not in metric.labels_at(metric.since):

@@ -32,7 +32,8 @@ FORMATS = {
     "label-name": (LABEL_NAME.fullmatch, f"not a Prometheus label name ({LABEL_NAME.pattern})"),
     "metric-name": (METRIC_NAME.fullmatch, f"not a Prometheus metric name ({METRIC_NAME.pattern})"),
     "metric-prefix": (METRIC_PREFIX.fullmatch, f"not the start of a Prometheus metric name ({METRIC_NAME.pattern})"),
-    "engine-id": (ENGINE_ID.fullmatch, f"an engine id is lower-case letters, digits and inner '-' ({ENGINE_ID.pattern})"),
+    "engine-id": (ENGINE_ID.fullmatch,
+                  f"an engine id is lower-case letters, digits and inner '-' ({ENGINE_ID.pattern})"),
     "pattern-name": (PATTERN_NAME.fullmatch, "a pattern name is lower-case letters, digits and '-'"),
     "one-line": (lambda text: not LINE_BREAKING.search(text), "must be one line, without control characters"),
 }
@@ -120,7 +121,8 @@ CATALOG = _mapping({
     "metrics": {"type": "object", "minProperties": 1, "propertyNames": _string("metric-name", blank=True),
                 "additionalProperties": METRIC, "x-problem": "expected a non-empty mapping of series name to metric"},
     "signals": {"type": "object", "additionalProperties": SIGNAL, "x-problem": "expected a mapping of role to signal",
-                "propertyNames": {"enum": list(ROLE_TYPES), "x-problem": f"unknown role (known: {', '.join(ROLE_TYPES)})"}},
+                "propertyNames": {"enum": list(ROLE_TYPES),
+                                  "x-problem": f"unknown role (known: {', '.join(ROLE_TYPES)})"}},
     "model_label_from_scrape": BOOL,
     "selectors": LABEL_VALUES,
     "logs": {"type": ["object", "null"], "minProperties": 1, "propertyNames": _string("pattern-name", blank=True),
@@ -145,7 +147,8 @@ VARIANT = _mapping({
         "buckets": {"type": "object", "additionalProperties": BOUNDS},
     }, ("from", "rename")),
     "selectors": LABEL_VALUES,
-    "notes": {"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": TEXT, "x-problem": "expected a mapping of role to note"},
+    "notes": {"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": TEXT,
+              "x-problem": "expected a mapping of role to note"},
 }, ("engine", "title", "derive", "releases"))
 
 
