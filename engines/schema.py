@@ -165,7 +165,7 @@ def _validator(kind: str):
 
 
 def first_problem(data, kind: str) -> tuple[str, str] | None:
-    """(key, problem) of the most relevant violation of the `kind` ("catalog" or "variant") schema, or None."""
+    """(key, problem) of the first violation of the `kind` ("catalog" or "variant") schema, or None."""
     error = next(_validator(kind).iter_errors(data), None)   # the first: a broken catalog stops there
     return None if error is None else (_key(data, error), _problem(error))
 
