@@ -10,7 +10,7 @@ from __future__ import annotations
 from grafanalib import core
 
 from llmdash.dashboards import postprocess
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.panels import library
 from llmdash.panels.builders import DATASOURCE
 from llmdash.panels import promql

@@ -19,7 +19,7 @@ import promql_parser as pp
 from llmdash.dashboards import variables
 from llmdash.dashboards.schema import schema_problems
 from llmdash.dashboards.walk import walk_panels
-from llmdash.engines.catalog import HISTOGRAM_PARTS, EngineSpec
+from llmdash.engines.model import HISTOGRAM_PARTS, EngineSpec
 from llmdash.vocabulary import ALERTS_SERIES, LOG_PREEMPTIONS, PANEL_TITLES, Panel
 
 UID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")

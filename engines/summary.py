@@ -6,11 +6,12 @@ read from the catalogs (series exactly as scraped, with the versions a fallback 
 
 from __future__ import annotations
 
-from llmdash.engines.catalog import EngineSpec, Source
+from llmdash.engines.model import EngineSpec, Source
+from llmdash.vocabulary import Role
 
 HEADER = ("| Engine: title (versions covered) | Throughput | Latency | Preemption signal |\n"
           "|---|---|---|---|")
-LATENCY_ROLES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "token_latency_mean": "mean time per token"}
+LATENCY_ROLES = {Role.TTFT: "TTFT", Role.ITL: "ITL", Role.TPOT: "TPOT", Role.TOKEN_LATENCY_MEAN: "mean time per token"}
 
 
 def _source(spec: EngineSpec, source: Source) -> str:
@@ -33,12 +34,12 @@ def _sources(spec: EngineSpec, role: str) -> str:
 
 def row(spec: EngineSpec) -> str:
     latency = "; ".join(f"{name} {_sources(spec, role)}" for role, name in LATENCY_ROLES.items() if spec.has(role))
-    if spec.has("preemptions"):
-        kind = spec.signal("preemptions").sources[0].kind
-        preemption = f"{kind} {_sources(spec, 'preemptions')}"
+    if spec.has(Role.PREEMPTIONS):
+        kind = spec.signal(Role.PREEMPTIONS).sources[0].kind
+        preemption = f"{kind} {_sources(spec, Role.PREEMPTIONS)}"
     else:
         preemption = "none: divergence only"
-    return (f"| `{spec.id}`: {spec.title} {spec.versions} | {_sources(spec, 'throughput')} | {latency or 'none'} "
+    return (f"| `{spec.id}`: {spec.title} {spec.versions} | {_sources(spec, Role.THROUGHPUT)} | {latency or 'none'} "
             f"| {preemption} |")
 
 

@@ -20,7 +20,8 @@ import yaml
 
 from llmdash import durations
 from llmdash.config import REPLACED_KEYS, Config
-from llmdash.engines.catalog import EngineSpec, Metric, Source, load_all
+from llmdash.engines.catalog import load_all
+from llmdash.engines.model import EngineSpec, Metric, Source
 from llmdash.engines.summary import engine_table
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 from llmdash.vocabulary import Role

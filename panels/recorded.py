@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable
 
-from llmdash.engines.catalog import EngineSpec, bucket_for
+from llmdash.engines.model import EngineSpec, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
+from llmdash.engines.model import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher

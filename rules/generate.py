@@ -17,8 +17,7 @@ from __future__ import annotations
 import yaml
 
 from llmdash.durations import seconds
-from llmdash.engines.catalog import EngineSpec
-from llmdash.panels import promql
+from llmdash.engines.model import EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from llmdash.engines.catalog import EngineSpec, Source
+from llmdash.engines.model import EngineSpec, Source
 
 MINUTES = 240
 ONSET = 150  # minute of the scenario's event: after two hours, so the offset divergence baselines are full

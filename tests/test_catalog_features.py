@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from llmdash.config import Config
-from llmdash.engines.catalog import CATALOG_DIR, EXPORTERS, load_catalog
+from llmdash.engines.catalog import CATALOG_DIR, load_catalog
+from llmdash.engines.model import EXPORTERS
 from llmdash.errors import LlmdashError
 from llmdash.panels.signals import Signals, fixed_selectors
 from llmdash.rules.generate import build_rules

@@ -25,7 +25,8 @@ from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import substitute
 from llmdash.dashboards.walk import walk_panels
 from llmdash.doctor.inventory import Inventory
-from llmdash.engines.catalog import REQUIRED_ROLES, EngineSpec, Metric, load_all
+from llmdash.engines.catalog import load_all
+from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
 from llmdash.vocabulary import LOG_PREEMPTIONS
 

@@ -30,7 +30,8 @@ import yaml
 from llmdash.config import Config
 from llmdash.rules.generate import build_rules, rule_scope
 from llmdash.lab import scenarios
-from llmdash.engines.catalog import EngineSpec, load_engine
+from llmdash.engines.catalog import load_engine
+from llmdash.engines.model import EngineSpec
 from llmdash.errors import EXIT_REMOTE, LlmdashError
 from llmdash.panels.signals import Signals
 from llmdash.vocabulary import ENGINE_LABEL

@@ -28,7 +28,8 @@ from llmdash.config import Config
 from llmdash.dashboards import variables
 from llmdash.durations import seconds
 from llmdash.dashboards.walk import walk_panels
-from llmdash.engines.catalog import EngineSpec, load_engine
+from llmdash.engines.catalog import load_engine
+from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
 from llmdash.lab.promserver import PrometheusServer
 

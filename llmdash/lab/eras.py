@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from llmdash.engines.catalog import EngineSpec, load_catalog
+from llmdash.engines.catalog import load_catalog
+from llmdash.engines.model import EngineSpec
 
 NEW, OLD = "new", "old"   # metric-name eras: the catalog's newest names, or each signal's oldest source
 ERAS = (NEW, OLD)         # ... or a release version ("0.4.3"): what the catalog says that release exports

@@ -12,7 +12,7 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmdash.engines.catalog import EngineSpec, Metric
+from llmdash.engines.model import EngineSpec, Metric
 from llmdash.lab.eras import ERAS, NEW, era_names, era_version, stand_ins, version_names
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.lab.emitters.base import EngineMetrics, Fanout
 from llmdash.lab.emitters.sglang import SGLANG_TP_SIZE
 from llmdash.lab.scenarios import SCRAPE_INTERVAL_S, Scenario, _affected_only, advance, instances

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec  # noqa: E402
+from llmdash.engines.model import UNIT_TO_SECONDS, EngineSpec  # noqa: E402
 from llmdash.lab.evaluate import DashboardResult, PanelResult  # noqa: E402
 from llmdash.panels.library import DIVERGENCE_TITLE  # noqa: E402
 

@@ -40,7 +40,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
 from llmdash.lab.emitters import EMITTERS, emitter_class
 from llmdash.lab.emitters.base import EngineMetrics, Fanout

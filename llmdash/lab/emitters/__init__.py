@@ -8,7 +8,7 @@ module here with its `EngineMetrics` subclass, and one entry in `EMITTERS`.
 
 from __future__ import annotations
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.lab.emitters.base import EngineMetrics
 from llmdash.lab.emitters.dynamo import DynamoMetrics
 from llmdash.lab.emitters.llama_cpp import LlamaCppMetrics

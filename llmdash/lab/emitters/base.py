@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from llmdash.engines.catalog import EngineSpec
+from llmdash.engines.model import EngineSpec
 from llmdash.lab.eras import NEW
 from llmdash.lab.exposition import Registry
 from llmdash.lab.simulator import RECOMPUTE, EngineState, Request
