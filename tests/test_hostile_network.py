@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdash.cli.delivery import publish_command
-from llmdash.delivery.grafana import MAX_BODY_BYTES
+from llmdash.delivery.transport import MAX_BODY_BYTES
 from llmdash.errors import EXIT_OK, EXIT_REMOTE, EXIT_USAGE
 from tests.fake_grafana import FakeGrafana
 from tests.test_publish import BUILT, panel_in

@@ -14,7 +14,8 @@ import urllib3
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import DNS1123_LABEL, load_config
-from llmdash.delivery.grafana import API_CHOICES, connect, resolve_connection
+from llmdash.delivery.credentials import resolve_connection
+from llmdash.delivery.discovery import API_CHOICES, connect
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
 from llmdash.delivery.publish import PublishOptions, git_revision, publish
 from llmdash.errors import LlmdashError

@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from llmdash.review.diff import diff_dashboard, normalise, render_text
-from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.dashboards.fleet import FLEET
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard
+from llmdash.delivery.backend import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
+from llmdash.review.diff import diff_dashboard, normalise, render_text
 
 STAMP_PREFIX = "llmdash-sha:"
 FOLDER_UID = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
