@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import math
 import os
+import select
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -18,7 +20,9 @@ from llmdash import redact
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
 MAX_TOKEN_FILE_BYTES = 64 * 1024
+TOKEN_FILE_WAIT = 5.0       # seconds a pipe given as --token-file may take to deliver its token
 CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+URL_SHAPE = "https://grafana.example.com[/sub-path]"
 
 
 @dataclass(frozen=True)
@@ -79,14 +83,7 @@ def resolve_connection(
     chosen_url = url or env.get("GRAFANA_URL") or getattr(settings, "url", None)
     if not chosen_url:
         raise LlmdashError("no Grafana URL: set GRAFANA_URL, grafana.url in the config, or --url", EXIT_USAGE)
-    parts = urlsplit(chosen_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LlmdashError("Grafana URL must look like https://grafana.example.com[/sub-path]", EXIT_USAGE)
-    if parts.username or parts.password:
-        raise LlmdashError(
-            "Grafana URL must not contain credentials; use GRAFANA_TOKEN, --token-file or GRAFANA_USER/GRAFANA_PASSWORD",
-            EXIT_USAGE,
-        )
+    _check_url(chosen_url)
 
     token = user = password = None
     if token_file:
@@ -151,13 +148,43 @@ def resolve_connection(
     )
 
 
-def _read_token_file(path: str) -> str:
-    """The token in `path`: at most 64 KiB read (so /dev/zero cannot exhaust memory), UTF-8, one header-safe word."""
+def _check_url(url: str) -> None:
+    """Refuse a URL the HTTP stack would choke on later with a traceback: an unclosed IPv6 bracket,
+    a bad port, an empty or over-long host label (`a..b`), or credentials in it."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_TOKEN_FILE_BYTES + 1)
+        parts = urlsplit(url)
+        parts.port                                   # raises on a port out of range or not a number
+        host = parts.hostname or ""
+        if ":" not in host:                          # an IPv6 literal has no labels
+            host.encode("idna")                      # what the resolver does; raises on an empty label
+    except (ValueError, UnicodeError):
+        # Not quoted: in a URL this broken, no pattern can tell where a password would end.
+        raise LlmdashError(f"Grafana URL is malformed (host or port; an empty label as in a..b, an unclosed "
+                           f"[ or a port past 65535); it must look like {URL_SHAPE}", EXIT_USAGE) from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise LlmdashError(f"Grafana URL must look like {URL_SHAPE}", EXIT_USAGE)
+    if parts.username or parts.password:
+        raise LlmdashError(
+            "Grafana URL must not contain credentials; use GRAFANA_TOKEN, --token-file or GRAFANA_USER/GRAFANA_PASSWORD",
+            EXIT_USAGE,
+        )
+
+
+def _read_token_file(path: str) -> str:
+    """The token in `path`: UTF-8, one header-safe word.
+
+    At most 64 KiB is read, so /dev/zero cannot exhaust memory, and the file is opened without
+    blocking, so a FIFO nobody writes to ends in an error instead of a hang; a pipe that does have
+    a writer (`--token-file <(vault read ...)`) gets TOKEN_FILE_WAIT seconds to deliver.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise LlmdashError(f"cannot read --token-file {path}: {exc.strerror}", EXIT_USAGE) from None
+    try:
+        data = _read_at_most(fd, path, MAX_TOKEN_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > MAX_TOKEN_FILE_BYTES:
         raise LlmdashError(f"--token-file {path} is larger than 64 KiB; it should hold one token", EXIT_USAGE)
     try:
@@ -165,9 +192,31 @@ def _read_token_file(path: str) -> str:
     except UnicodeDecodeError:
         raise LlmdashError(f"--token-file {path} is not UTF-8 text", EXIT_USAGE) from None
     if not token:
-        raise LlmdashError(f"--token-file {path} is empty", EXIT_USAGE)
+        raise LlmdashError(f"--token-file {path} is empty (a pipe with no writer reads as empty)", EXIT_USAGE)
     _check_token(token, f"--token-file {path}")
     return token
+
+
+def _read_at_most(fd: int, path: str, limit: int) -> bytes:
+    """Up to `limit` bytes from a non-blocking `fd`, until end of file, within TOKEN_FILE_WAIT."""
+    chunks, size, until = [], 0, time.monotonic() + TOKEN_FILE_WAIT
+    while size < limit:
+        try:
+            chunk = os.read(fd, limit - size)
+        except BlockingIOError:                      # a pipe whose writer has not written (yet)
+            left = until - time.monotonic()
+            if left <= 0:
+                raise LlmdashError(f"--token-file {path} sent no token within {TOKEN_FILE_WAIT:g}s; "
+                                   "is it a pipe nobody writes to?", EXIT_USAGE) from None
+            select.select([fd], [], [], left)
+            continue
+        except OSError as exc:
+            raise LlmdashError(f"cannot read --token-file {path}: {exc.strerror}", EXIT_USAGE) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _check_token(token: str, source: str) -> None:

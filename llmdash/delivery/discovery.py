@@ -1,7 +1,8 @@
 """Which dashboard API to speak to a Grafana: `connect` asks it, and returns the backend that fits.
 
 Grafana <= 11 only has `/api`; Grafana 12 and 13 also serve the resource API under `/apis`,
-listed by Kubernetes-style discovery (`GET /apis`, an APIGroupList).
+listed by Kubernetes-style discovery (`GET /apis`, an APIGroupList). Every answer read here
+is type-checked, so a server that is not a Grafana ends in one GrafanaError line.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def connect(connection: Connection, api: str = "auto", namespace: str | None = N
     if chosen is None:
         if api == "auto":
             return legacy
-        offered = f"only {', '.join(versions)}" if versions else "no resource API"
+        offered = f"only {', '.join(http.text(v, 20) for v in versions)}" if versions else "no resource API"
         raise LlmdashError(f"--api resource: Grafana at {http.where} offers {offered} for {DASHBOARD_GROUP} "
                            f"(needs {' or '.join(CLASSIC_VERSIONS)}, Grafana 12+); use --api legacy or auto",
                            EXIT_USAGE)
@@ -46,8 +47,9 @@ def connect(connection: Connection, api: str = "auto", namespace: str | None = N
 
 
 def _major(version: str) -> int | None:
+    """The major release in a version like 12.1.0; None when hidden or not a plain number (e.g. `²`)."""
     head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isascii() and head.isdigit() else None
 
 
 def _dashboard_versions(http: Transport) -> list[str]:
@@ -58,8 +60,22 @@ def _dashboard_versions(http: Transport) -> list[str]:
     if response.status_code != 200:
         raise http.fail(response, DISCOVERY)
     groups = http.json(response, DISCOVERY).get("groups") or []
-    return [v.get("version", "") for g in groups if isinstance(g, dict) and g.get("name") == DASHBOARD_GROUP
-            for v in g.get("versions") or [] if isinstance(v, dict)]
+    if not isinstance(groups, list):
+        raise _not_discovery(http, "groups", groups)
+    versions = []
+    for group in groups:
+        if not isinstance(group, dict) or group.get("name") != DASHBOARD_GROUP:
+            continue
+        listed = group.get("versions") or []
+        if not isinstance(listed, list):
+            raise _not_discovery(http, f"{DASHBOARD_GROUP} versions", listed)
+        versions += [v["version"] for v in listed if isinstance(v, dict) and isinstance(v.get("version"), str)]
+    return versions
+
+
+def _not_discovery(http: Transport, what: str, value: object) -> GrafanaError:
+    return GrafanaError(f"Grafana at {http.where} answered /apis with {what} as a {type(value).__name__}, "
+                        "not a list; is GRAFANA_URL a Grafana?")
 
 
 def _org_namespace(http: Transport) -> str:

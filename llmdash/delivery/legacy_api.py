@@ -10,7 +10,7 @@ import requests
 
 from llmdash import redact
 from llmdash.delivery.backend import (GrafanaError, NameExists, ProvisionedDashboard, RemoteDashboard, SavedDashboard,
-                                      VersionMismatch)
+                                      UnconfirmedSave, VersionMismatch, checked_model)
 from llmdash.delivery.transport import Transport
 
 
@@ -66,11 +66,8 @@ class LegacyApi:
         dashboard = payload.get("dashboard")
         if not isinstance(dashboard, dict) or not isinstance(meta, dict):
             raise GrafanaError(f"Grafana returned no dashboard model for {uid}")
-        for key in ("panels", "tags"):
-            if not isinstance(dashboard.get(key, []), list):
-                raise GrafanaError(f"Grafana returned a malformed dashboard {uid}: {key} is not a list")
         return RemoteDashboard(
-            dashboard=dashboard,
+            dashboard=checked_model(dashboard, uid),
             version=self.http.integer(dashboard.get("version") or meta.get("version") or 0, f"version of {uid}"),
             folder_uid=self.http.text(meta.get("folderUid")),
             folder_title=self.http.text(meta.get("folderTitle")) or "General",
@@ -81,7 +78,8 @@ class LegacyApi:
                        message: str, resource_version: str = "") -> SavedDashboard:
         body = {"dashboard": {**dashboard, "id": None, "version": version}, "folderUid": folder_uid,
                 "overwrite": overwrite, "message": message[:500]}
-        response = self.http.request("POST", "/api/dashboards/db", body, idempotent=False)
+        reply = self.http.send("POST", "/api/dashboards/db", body, idempotent=False)
+        response = reply.response
         uid = dashboard.get("uid", "")
         if response.status_code == 200:
             payload = self.http.json(response, f"saving dashboard {uid}")
@@ -89,6 +87,8 @@ class LegacyApi:
                                   version=self.http.integer(payload.get("version", 0), f"saved version of {uid}"))
         status, text = self._status(response), self.http.message(response)
         if response.status_code == 412 and status == "version-mismatch":
+            if reply.lost:
+                raise UnconfirmedSave(reply.lost, f"412 version-mismatch: {text}")
             raise VersionMismatch(f"changed in Grafana during this publish (412 version-mismatch: {text}); "
                                   "re-run to see the diff")
         if response.status_code == 412 and status == "name-exists":

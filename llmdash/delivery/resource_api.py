@@ -14,7 +14,8 @@ from typing import Any
 
 import requests
 
-from llmdash.delivery.backend import GrafanaError, RemoteDashboard, SavedDashboard, VersionMismatch
+from llmdash.delivery.backend import (GrafanaError, RemoteDashboard, SavedDashboard, UnconfirmedSave,
+                                      VersionMismatch, checked_model)
 from llmdash.delivery.legacy_api import LegacyApi
 from llmdash.delivery.transport import Transport
 
@@ -63,7 +64,7 @@ class ResourceApi:
         annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
         folder_uid = self.http.text(annotations.get(FOLDER_ANNOTATION))
         return RemoteDashboard(
-            dashboard={**spec, "uid": self.http.text(metadata.get("name")) or uid},
+            dashboard=checked_model({**spec, "uid": self.http.text(metadata.get("name")) or uid}, uid),
             version=self.http.integer(metadata.get("generation") or 0, "dashboard generation"),
             folder_uid=folder_uid,
             folder_title=self._folder_title(folder_uid),
@@ -84,9 +85,10 @@ class ResourceApi:
         if resource_version:
             # Sent with --force too: it overwrites the edit publish saw, never one made after that read.
             metadata["resourceVersion"] = resource_version
-            response = self.http.request("PUT", f"{self._collection}/{uid}", body, idempotent=False)
+            reply = self.http.send("PUT", f"{self._collection}/{uid}", body, idempotent=False)
         else:
-            response = self.http.request("POST", self._collection, body, idempotent=False)
+            reply = self.http.send("POST", self._collection, body, idempotent=False)
+        response = reply.response
         if response.status_code in (200, 201):
             saved = self.http.json(response, f"saving dashboard {uid}").get("metadata")
             saved = saved if isinstance(saved, dict) else {}
@@ -94,9 +96,11 @@ class ResourceApi:
                                   version=self.http.integer(saved.get("generation") or 0, "saved generation"))
         text = self.http.message(response)
         if response.status_code == 409:
+            conflict = f"409 {self._reason(response)}: {text}"
+            if reply.lost:
+                raise UnconfirmedSave(reply.lost, conflict)
             what = "created" if not resource_version else "changed"
-            raise VersionMismatch(f"{what} in Grafana during this publish (409 {self._reason(response)}: {text}); "
-                                  "re-run to see the diff")
+            raise VersionMismatch(f"{what} in Grafana during this publish ({conflict}); re-run to see the diff")
         raise self.http.fail(response, f"saving dashboard {uid}")
 
     def _folder_title(self, uid: str) -> str:
@@ -107,11 +111,10 @@ class ResourceApi:
             self._folder_titles[uid] = self.http.text((folder or {}).get("title")) or uid
         return self._folder_titles[uid]
 
-    @staticmethod
-    def _reason(response: requests.Response) -> str:
+    def _reason(self, response: requests.Response) -> str:
         """A Kubernetes Status carries `reason` (Conflict, AlreadyExists, ...)."""
         try:
             payload = response.json()
         except ValueError:
-            return "Conflict"
-        return str(payload.get("reason") or "Conflict") if isinstance(payload, dict) else "Conflict"
+            payload = None
+        return (self.http.text(payload.get("reason"), 40) if isinstance(payload, dict) else "") or "Conflict"

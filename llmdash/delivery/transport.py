@@ -1,7 +1,8 @@
 """The one HTTP client both Grafana APIs speak through: bounded, retrying, and careful with what it prints.
 
 Every request is bounded: a total deadline (connect, headers and body, enforced by shutting
-the socket), a body cap, and TLS settings the environment cannot override. Connection errors and 5xx are retried with exponential
+the socket), a body cap that holds for every body read, redirects included, and TLS settings
+the environment cannot override. Connection errors and 5xx are retried with exponential
 backoff. Whatever the server says reaches a message only through llmdash.redact, so a token
 or password it echoes (in any encoding) and any terminal escape sequence are never shown.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,7 +32,7 @@ class DeadlineExceeded(Exception):
 
 
 class BodyTooLarge(Exception):
-    """The answer grew past MAX_BODY_BYTES."""
+    """An answer (or a redirect on the way to it) grew past MAX_BODY_BYTES."""
 
 
 class _Deadline:
@@ -126,6 +128,16 @@ def _read_body(response: requests.Response, started: float, deadline: float, clo
     response._content = b"".join(chunks)        # what requests itself stores after reading a body
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One request's final answer; `lost` says why an earlier attempt of it got no usable answer
+    (a 5xx, a reset), "" when the first attempt answered. A write whose first attempt was lost
+    may have been applied, and its retry may meet that write."""
+
+    response: requests.Response
+    lost: str = ""
+
+
 class Transport:
     """Requests to one Grafana (`Connection`), and the readers that turn its answers into safe values."""
 
@@ -151,6 +163,9 @@ class Transport:
     # -- sending
 
     def request(self, method: str, path: str, body: Any = None, *, idempotent: bool = True) -> requests.Response:
+        return self.send(method, path, body, idempotent=idempotent).response
+
+    def send(self, method: str, path: str, body: Any = None, *, idempotent: bool = True) -> Reply:
         """Send one request, retrying connection errors and 5xx with exponential backoff.
 
         Each attempt must finish (connect, headers, body of at most MAX_BODY_BYTES) within
@@ -160,6 +175,7 @@ class Transport:
         """
         started = self._clock()
         attempt = 0
+        lost = ""
         while True:
             failure: str
             try:
@@ -185,24 +201,35 @@ class Transport:
                 raise GrafanaError(f"request to Grafana at {self.where} failed ({type(exc).__name__})") from None
             else:
                 if response.status_code < 500:
-                    return response
+                    return Reply(response, lost)
                 failure = f"Grafana answered {response.status_code} to {method} {path}: {self.message(response)}"
+            lost = self.connection.scrub(failure)
             attempt += 1
             pause = self.connection.backoff_base * 2 ** (attempt - 1)
             if attempt > self.connection.retries or self._clock() - started + pause > self.connection.retry_budget:
-                raise GrafanaError(self.connection.scrub(f"{failure} (gave up after {attempt} attempts)"))
+                raise GrafanaError(f"{lost} (gave up after {attempt} attempts)")
             self._sleep(pause)
 
     def _attempt(self, method: str, path: str, body: Any) -> requests.Response:
-        """One request and its whole body, within the deadline; raises DeadlineExceeded past it."""
+        """One request and its whole body, within the deadline; raises DeadlineExceeded past it.
+
+        The body is read by a response hook, which requests runs on every response, the
+        redirects it follows included: otherwise it would read a redirect's body whole
+        (and without end, from a hostile server) before following it.
+        """
         started = time.monotonic()
         deadline = _in_flight.deadline = _Deadline(self.connection.deadline)
+
+        def read_body(response: requests.Response, **_) -> requests.Response:
+            _read_body(response, started, self.connection.deadline, time.monotonic)
+            return response
+
         try:
             response = self._session.request(
                 method, self.connection.url + path, json=body, stream=True, verify=self.connection.verify,
                 timeout=(self.connection.connect_timeout, self.connection.read_timeout),
+                hooks={"response": read_body},
             )
-            _read_body(response, started, self.connection.deadline, time.monotonic)
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError):
             if deadline.expired:
                 raise DeadlineExceeded from None
