@@ -171,7 +171,8 @@ class Transport:
         Each attempt must finish (connect, headers, body of at most MAX_BODY_BYTES) within
         `deadline`; one that does not is not retried. A write whose answer timed out is not
         retried: it may have been applied, and a second attempt would turn a success into a
-        confusing version-mismatch.
+        confusing version-mismatch. A write retried after a 5xx or a reset may still meet its own
+        first attempt; `Reply.lost` tells the caller that happened.
         """
         started = self._clock()
         attempt = 0
