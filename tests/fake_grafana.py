@@ -13,6 +13,9 @@ dashboard saved through one API is read back through the other. Sources for that
 Grafana docs `docs/sources/developer-resources/api-reference/http-api/{apis,dashboard}.md` and
 `pkg/apimachinery/utils/meta.go`; where those say nothing, the fake follows plain Kubernetes
 apiserver semantics and its comment says "unconfirmed".
+
+`RawServer` is the other fake: a bare TCP server for answers no HTTP server library would send
+(trickling headers, endless bodies).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class Fault:
     status: int | None      # None = only delay
     delay: float
     times: int
-    payload: object = None  # None = {"message": "Internal Server Error"}
+    payload: object = None  # None = {"message": "Internal Server Error"}; a callable gets the Recorded request
     applied: bool = False   # carry the request out first, then answer with this fault
     reset: bool = False     # answer with a TCP reset instead of a response
 
@@ -207,8 +210,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = ValueError
+        recorded = Recorded(method, self.path, dict(self.headers), body)
         with g._lock:
-            g.requests.append(Recorded(method, self.path, dict(self.headers), body))
+            g.requests.append(recorded)
             fault = next((f for f in g.faults if f.method == method and path.startswith(f.path) and f.times > 0), None)
             if fault:
                 fault.times -= 1
@@ -219,13 +223,13 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.status is not None:
                 # pkg/api/dashboard.go: an unexpected failure is a 500 "Failed to save dashboard";
                 # a proxy in front of Grafana answers 502/503/504 with whatever body it likes.
-                return self._send(fault.status, _fault_payload(fault))
+                return self._send(fault.status, _fault_payload(fault, recorded))
         with g._lock:
             status, payload = self._route(method, path, body)
         if fault and fault.applied:
             if fault.reset:
                 return self._reset()
-            status, payload = fault.status, _fault_payload(fault)
+            status, payload = fault.status, _fault_payload(fault, recorded)
         self._send(status, payload)
 
     def _reset(self) -> None:
@@ -417,7 +421,9 @@ class _Handler(BaseHTTPRequestHandler):
                      "url": f"/d/{uid}/{slug}", "folderUid": folder_uid}
 
 
-def _fault_payload(fault: Fault):
+def _fault_payload(fault: Fault, request: Recorded):
+    if callable(fault.payload):
+        return fault.payload(request)
     return {"message": "Internal Server Error"} if fault.payload is None else fault.payload
 
 
@@ -554,3 +560,43 @@ class _ResourceApi:
         stored.folder_uid = folder
         g.touch(stored)
         return 200, self._object(version, name, stored)
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that runs `serve(conn)` for each connection: for answers no
+    well-behaved HTTP server library would send."""
+
+    def __init__(self, serve):
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._serve = serve
+        self._stop = threading.Event()
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)                    # the request; its content does not matter here
+            try:
+                self._serve(conn, self._stop)
+            except OSError:                     # the client gave up: what the test wants
+                pass
+
+    def close(self) -> None:
+        """Stop accepting before the descriptor is freed: a thread still in accept() on a reused
+        descriptor number would steal the next test's connections."""
+        self._stop.set()
+        self._listener.shutdown(socket.SHUT_RDWR)     # wakes the blocked accept()
+        self._acceptor.join()
+        self._listener.close()

@@ -17,7 +17,12 @@ import pytest
 
 from llmdash.build import build_dashboards
 from llmdash.config import Config
-from llmdash.delivery.grafana import LegacyApi, ResourceApi, VersionMismatch, connect, resolve_connection
+from llmdash.delivery.backend import VersionMismatch
+from llmdash.delivery.credentials import resolve_connection
+from llmdash.delivery.discovery import connect
+from llmdash.delivery.legacy_api import LegacyApi
+from llmdash.delivery.resource_api import ResourceApi
+from llmdash.delivery.transport import Transport
 from llmdash.delivery.publish import PublishOptions, publish
 from llmdash.errors import EXIT_DRIFT, EXIT_OK
 
@@ -43,7 +48,7 @@ class Counting:
 
     def delete_folder(self, uid: str) -> None:
         """Test clean-up only: DELETE removes every dashboard inside, so it targets our random folder."""
-        response = self._request("DELETE", f"/api/folders/{uid}", idempotent=False)
+        response = self.http.request("DELETE", f"/api/folders/{uid}", idempotent=False)
         assert response.status_code in (200, 404), response.status_code
 
 
@@ -61,10 +66,10 @@ def live_client(api: str):
     connection = resolve_connection(defaults, os.environ)
     chosen = connect(connection, "auto", os.environ.get("GRAFANA_NAMESPACE"))
     if api == "legacy":
-        return CountingLegacy(connection)
+        return CountingLegacy(Transport(connection))
     if not isinstance(chosen, ResourceApi):
         pytest.skip("this Grafana does not offer /apis/dashboard.grafana.app v1 or v1beta1 (Grafana <= 11)")
-    return CountingResource(connection, api_version=chosen.api_version, namespace=chosen.namespace)
+    return CountingResource(Transport(connection), api_version=chosen.api_version, namespace=chosen.namespace)
 
 
 @pytest.mark.parametrize("api", ["legacy", "resource"])

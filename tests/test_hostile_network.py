@@ -11,10 +11,8 @@ import base64
 import copy
 import json
 import shutil
-import socket
 import ssl
 import subprocess
-import threading
 import time
 from urllib.parse import quote
 
@@ -22,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from llmdash.cli.delivery import publish_command
-from llmdash.delivery.grafana import MAX_BODY_BYTES
+from llmdash.delivery.transport import MAX_BODY_BYTES
 from llmdash.errors import EXIT_OK, EXIT_REMOTE, EXIT_USAGE
-from tests.fake_grafana import FakeGrafana
+from tests.fake_grafana import FakeGrafana, RawServer
 from tests.test_publish import BUILT, panel_in
 
 pytestmark = pytest.mark.publish
@@ -120,46 +118,6 @@ def test_token_straddling_the_truncation_cut_is_not_printed_in_part(grafana):
 
 
 # ------------------------------------------------------------------ slow and endless servers
-
-
-class RawServer:
-    """A TCP server on 127.0.0.1 that runs `serve(conn)` for each connection: for answers no
-    well-behaved HTTP server library would send."""
-
-    def __init__(self, serve):
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._serve = serve
-        self._stop = threading.Event()
-        self._acceptor = threading.Thread(target=self._accept, daemon=True)
-        self._acceptor.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)                    # the request; its content does not matter here
-            try:
-                self._serve(conn, self._stop)
-            except OSError:                     # the client gave up: what the test wants
-                pass
-
-    def close(self) -> None:
-        """Stop accepting before the descriptor is freed: a thread still in accept() on a reused
-        descriptor number would steal the next test's connections."""
-        self._stop.set()
-        self._listener.shutdown(socket.SHUT_RDWR)     # wakes the blocked accept()
-        self._acceptor.join()
-        self._listener.close()
 
 
 def trickle_headers(conn, stop):
@@ -282,8 +240,9 @@ def test_save_applied_then_answered_with_an_error_is_reported_saved(grafana, los
         patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config: {"vllm": changed()})
         result = publish_cli(grafana.url, "vllm", "--retries", "2")
     assert_clean(result, EXIT_OK, TOKEN)
-    assert "vllm (llmdash-vllm): updated v2" in result.stdout and "saved, although Grafana answered" in result.stdout
-    assert "refused" not in result.stdout
+    assert "vllm (llmdash-vllm): updated v2" in result.stdout and "saved (re-reading Grafana shows this build)" in result.stdout
+    assert "llmdash-vllm): refused" not in result.stdout and "1 refused" not in result.stdout
+    assert "412" not in result.stdout                          # only our own first attempt caused one
     assert "a generator change" in json.dumps(grafana.dashboards["llmdash-vllm"].model)
 
 

@@ -12,7 +12,10 @@ from click.testing import CliRunner
 from llmdash.build import build_dashboards
 from llmdash.cli.delivery import publish_command
 from llmdash.config import Config
-from llmdash.delivery.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
+from llmdash.delivery.backend import GrafanaError
+from llmdash.delivery.credentials import Connection, resolve_connection
+from llmdash.delivery.legacy_api import LegacyApi
+from llmdash.delivery.transport import Transport
 from llmdash.delivery.publish import PublishOptions, content_hash, publish, stamp_of
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 from tests.fake_grafana import FakeGrafana
@@ -59,7 +62,7 @@ def grafana():
 def api(fake: FakeGrafana, token: str = TOKEN, **settings) -> LegacyApi:
     connection = Connection(url=fake.url, token=token, retries=settings.pop("retries", 2),
                             backoff_base=0.01, **settings)
-    return LegacyApi(connection)
+    return LegacyApi(Transport(connection))
 
 
 def run(fake, dashboards, options=FOLDER, **client):
@@ -187,7 +190,7 @@ class RacingApi(LegacyApi):
     """Someone saves in the UI right after our GET: only Grafana's 412 can notice."""
 
     def __init__(self, fake, connection):
-        super().__init__(connection)
+        super().__init__(Transport(connection))
         self.fake = fake
 
     def get_dashboard(self, uid):
@@ -285,7 +288,7 @@ def free_port() -> int:
 def test_unreachable_grafana_is_one_line_exit_3():
     connection = Connection(url=f"http://127.0.0.1:{free_port()}", token=TOKEN, retries=2, backoff_base=0.01)
     with pytest.raises(GrafanaError) as error:
-        publish(built("vllm"), LegacyApi(connection), FOLDER, echo=lambda line: None)
+        publish(built("vllm"), LegacyApi(Transport(connection)), FOLDER, echo=lambda line: None)
     assert error.value.exit_code == EXIT_REMOTE
     message = str(error.value)
     assert "cannot reach Grafana" in message and "3 attempts" in message and "\n" not in message
@@ -315,7 +318,7 @@ def test_viewer_token_gets_a_403_line(grafana):
 
 def test_basic_auth_publishes(grafana):
     connection = Connection(url=grafana.url, user="admin", password="s3cret")
-    assert publish(built("vllm"), LegacyApi(connection), FOLDER, echo=lambda line: None) == EXIT_OK
+    assert publish(built("vllm"), LegacyApi(Transport(connection)), FOLDER, echo=lambda line: None) == EXIT_OK
     assert "llmdash-vllm" in grafana.dashboards
 
 
@@ -357,7 +360,7 @@ def test_retries_stop_at_the_time_budget(grafana):
     grafana.fail("GET", "/api/health", status=503, times=100)
     connection = Connection(url=grafana.url, token=TOKEN, retries=10, backoff_base=0.05, retry_budget=0.2)
     with pytest.raises(GrafanaError):
-        LegacyApi(connection).health()
+        LegacyApi(Transport(connection)).health()
     assert len(grafana.requests) < 5                      # 0.05 + 0.1 fit in 0.2 s, 0.2 more does not
 
 

@@ -7,7 +7,11 @@ import pytest
 from click.testing import CliRunner
 
 from llmdash.cli.delivery import publish_command
-from llmdash.delivery.grafana import Connection, LegacyApi, ResourceApi, connect
+from llmdash.delivery.credentials import Connection
+from llmdash.delivery.discovery import connect
+from llmdash.delivery.legacy_api import LegacyApi
+from llmdash.delivery.resource_api import ResourceApi
+from llmdash.delivery.transport import Transport
 from llmdash.delivery.publish import PublishOptions, publish
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
 from tests.fake_grafana import FakeGrafana
@@ -114,7 +118,7 @@ class RacingResourceApi(ResourceApi):
     """Someone saves in the UI right after our GET: only the stale resourceVersion can tell."""
 
     def __init__(self, fake, **kwargs):
-        super().__init__(connection(fake), **kwargs)
+        super().__init__(Transport(connection(fake)), **kwargs)
         self.fake = fake
 
     def get_dashboard(self, uid):
@@ -151,7 +155,7 @@ def test_dashboard_created_during_publish_gets_409_and_is_refused(grafana):
             return remote
 
     lines: list[str] = []
-    api = CreatingRace(connection(grafana), api_version=grafana.expected_api, namespace="default")
+    api = CreatingRace(Transport(connection(grafana)), api_version=grafana.expected_api, namespace="default")
     assert publish(built("vllm"), api, FOLDER, lines.append) == EXIT_DRIFT
     assert "409 AlreadyExists" in "\n".join(lines)
 

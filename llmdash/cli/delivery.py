@@ -12,9 +12,11 @@ import sys
 import click
 import urllib3
 
+from llmdash import redact
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import DNS1123_LABEL, load_config
-from llmdash.delivery.grafana import API_CHOICES, connect, resolve_connection
+from llmdash.delivery.credentials import resolve_connection
+from llmdash.delivery.discovery import API_CHOICES, connect
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
 from llmdash.delivery.publish import PublishOptions, git_revision, publish
 from llmdash.errors import LlmdashError
@@ -34,8 +36,14 @@ def _config(ctx: click.Context, config_path: str | None):
     return load_config(config_path or (ctx.obj or {}).get("config_path"))
 
 
-def _fail(error: LlmdashError, scrub=str) -> None:
-    click.echo(scrub(f"error: {error}"), err=True)
+def _shown(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """What publish prints, line by line: secrets scrubbed (a hostile Grafana may echo the token in
+    any field) and control characters escaped (a dashboard title may carry terminal escape sequences)."""
+    return "\n".join(redact.escape_controls(line) for line in redact.scrub(text, secrets).split("\n"))
+
+
+def _fail(error: LlmdashError, secrets: tuple[str, ...] = ()) -> None:
+    click.echo(_shown(f"error: {error}", secrets), err=True)
     sys.exit(error.exit_code)
 
 
@@ -93,12 +101,11 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
         if namespace is not None and not DNS1123_LABEL.match(namespace):
             raise LlmdashError(f"--namespace {shorten(namespace)} is not a namespace like default, org-2 or stacks-12345")
         backend = connect(connection, api or settings.api, namespace)
-        # Every line goes out scrubbed: a hostile Grafana may echo the token in any field.
-        echo = lambda line: click.echo(connection.scrub(line))  # noqa: E731
+        echo = lambda text: click.echo(_shown(text, connection.secrets))  # noqa: E731
         echo(f"dashboard API: {backend.description}")
         code = publish(dashboards, backend, options, echo=echo)
     except LlmdashError as error:
-        _fail(error, connection.scrub if connection else str)
+        _fail(error, connection.secrets if connection else ())
     ctx.exit(code)
 
 

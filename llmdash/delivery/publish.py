@@ -31,9 +31,10 @@ from typing import Callable
 
 from llmdash.review.compare import diff_dashboard, normalise
 from llmdash.review.render import render_text
-from llmdash.delivery.grafana import GrafanaBackend, GrafanaError, Refused, RemoteDashboard, VersionMismatch
 from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard
+from llmdash.delivery.backend import (GrafanaBackend, GrafanaError, Refused, RemoteDashboard, UnconfirmedSave,
+                                      VersionMismatch)
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
 
@@ -229,14 +230,16 @@ def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishO
         saved = backend.save_dashboard(stamped(dashboard), folder_uid=options.folder_uid, version=version,
                                        overwrite=options.force, message=message, resource_version=resource_version)
     except GrafanaError as failure:
-        # A POST Grafana applied but answered 5xx or reset is retried and then meets its own
-        # version (412), or gives up: what Grafana now holds decides whether it was saved.
+        # A save Grafana applied but answered 5xx or reset is retried and then meets its own
+        # write (UnconfirmedSave), or gives up: what Grafana now holds decides whether it was saved.
         if isinstance(failure, Refused) and not isinstance(failure, VersionMismatch):
             return Outcome(name, uid, REFUSED, None, str(failure))
         landed = _landed(backend, dashboard, options)
         if landed is not None:
+            # The conflict of a retry that met our own first attempt is not news: report that attempt.
+            cause = failure.cause if isinstance(failure, UnconfirmedSave) else str(failure)
             return Outcome(name, uid, result, landed.version,
-                           f"saved, although Grafana answered: {failure}; re-reading it shows this build")
+                           f"saved (re-reading Grafana shows this build), although the save got: {cause}")
         if isinstance(failure, VersionMismatch):
             return Outcome(name, uid, REFUSED, None, str(failure))
         raise

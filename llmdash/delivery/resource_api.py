@@ -1,0 +1,120 @@
+"""`GrafanaBackend` over Grafana 12+'s resource API, `/apis/dashboard.grafana.app/<version>/namespaces/<ns>/dashboards`,
+which Grafana 13 keeps developing while it deprecates `/api`.
+
+The dashboard is the object's `spec`, its uid `metadata.name`, its folder the `grafana.app/folder`
+annotation. Every update sends the `metadata.resourceVersion` read before it, so an edit made
+in between is a 409 Conflict, the resource API's form of /api's 412 version-mismatch. Folders,
+health and annotations stay on `/api`, which Grafana 12 and 13 still serve: this client hands
+them to a `LegacyApi` over the same transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from llmdash.delivery.backend import (GrafanaError, RemoteDashboard, SavedDashboard, UnconfirmedSave,
+                                      VersionMismatch, checked_model)
+from llmdash.delivery.legacy_api import LegacyApi
+from llmdash.delivery.transport import Transport
+
+DASHBOARD_GROUP = "dashboard.grafana.app"
+CLASSIC_VERSIONS = ("v1", "v1beta1")   # versions whose `spec` is the classic JSON model, preferred first
+FOLDER_ANNOTATION = "grafana.app/folder"
+MESSAGE_ANNOTATION = "grafana.app/message"
+MANAGER_ANNOTATION = "grafana.app/managedBy"
+
+
+class ResourceApi:
+    """`GrafanaBackend` over `/apis/dashboard.grafana.app/<api_version>/namespaces/<namespace>/dashboards`."""
+
+    def __init__(self, transport: Transport, *, api_version: str, namespace: str):
+        self.http = transport
+        self.api_version = api_version
+        self.namespace = namespace
+        self.description = f"/apis/{DASHBOARD_GROUP}/{api_version} (namespace {namespace})"
+        self._collection = f"/apis/{DASHBOARD_GROUP}/{api_version}/namespaces/{namespace}/dashboards"
+        self._legacy = LegacyApi(transport)
+        self._folder_titles: dict[str, str] = {}
+
+    def health(self) -> str:
+        return self._legacy.health()
+
+    def get_folder(self, uid: str) -> dict | None:
+        return self._legacy.get_folder(uid)
+
+    def create_folder(self, uid: str, title: str) -> dict:
+        return self._legacy.create_folder(uid, title)
+
+    def annotate(self, *, text: str, tags: list[str], time_ms: int) -> int:
+        return self._legacy.annotate(text=text, tags=tags, time_ms=time_ms)
+
+    def get_dashboard(self, uid: str) -> RemoteDashboard | None:
+        response = self.http.request("GET", f"{self._collection}/{uid}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self.http.fail(response, f"reading dashboard {uid}")
+        payload = self.http.json(response, f"reading dashboard {uid}")
+        metadata, spec = payload.get("metadata"), payload.get("spec")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        if not isinstance(spec, dict):
+            raise GrafanaError(f"Grafana returned no dashboard spec for {uid}")
+        annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+        folder_uid = self.http.text(annotations.get(FOLDER_ANNOTATION))
+        return RemoteDashboard(
+            dashboard=checked_model({**spec, "uid": self.http.text(metadata.get("name")) or uid}, uid),
+            version=self.http.integer(metadata.get("generation") or 0, "dashboard generation"),
+            folder_uid=folder_uid,
+            folder_title=self._folder_title(folder_uid),
+            # Any manager (file provisioning, Git Sync, Terraform, ...) owns the dashboard, not us.
+            provisioned=bool(annotations.get(MANAGER_ANNOTATION)),
+            resource_version=self.http.text(metadata.get("resourceVersion")),
+        )
+
+    def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
+                       message: str, resource_version: str = "") -> SavedDashboard:
+        uid = dashboard.get("uid", "")
+        spec = {key: value for key, value in dashboard.items() if key not in ("id", "version")}
+        metadata: dict[str, Any] = {"name": uid, "annotations": {MESSAGE_ANNOTATION: message[:500]}}
+        if folder_uid:
+            metadata["annotations"][FOLDER_ANNOTATION] = folder_uid
+        body = {"apiVersion": f"{DASHBOARD_GROUP}/{self.api_version}", "kind": "Dashboard", "metadata": metadata,
+                "spec": spec}
+        if resource_version:
+            # Sent with --force too: it overwrites the edit publish saw, never one made after that read.
+            metadata["resourceVersion"] = resource_version
+            reply = self.http.send("PUT", f"{self._collection}/{uid}", body, idempotent=False)
+        else:
+            reply = self.http.send("POST", self._collection, body, idempotent=False)
+        response = reply.response
+        if response.status_code in (200, 201):
+            saved = self.http.json(response, f"saving dashboard {uid}").get("metadata")
+            saved = saved if isinstance(saved, dict) else {}
+            return SavedDashboard(uid=self.http.text(saved.get("name")) or uid,
+                                  version=self.http.integer(saved.get("generation") or 0, "saved generation"))
+        text = self.http.message(response)
+        if response.status_code == 409:
+            conflict = f"409 {self._reason(response)}: {text}"
+            if reply.lost:
+                raise UnconfirmedSave(reply.lost, conflict)
+            what = "created" if not resource_version else "changed"
+            raise VersionMismatch(f"{what} in Grafana during this publish ({conflict}); re-run to see the diff")
+        raise self.http.fail(response, f"saving dashboard {uid}")
+
+    def _folder_title(self, uid: str) -> str:
+        if not uid:
+            return "General"
+        if uid not in self._folder_titles:
+            folder = self.get_folder(uid)
+            self._folder_titles[uid] = self.http.text((folder or {}).get("title")) or uid
+        return self._folder_titles[uid]
+
+    def _reason(self, response: requests.Response) -> str:
+        """A Kubernetes Status carries `reason` (Conflict, AlreadyExists, ...)."""
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        return (self.http.text(payload.get("reason"), 40) if isinstance(payload, dict) else "") or "Conflict"
