@@ -141,20 +141,22 @@ def plan_outputs(root: str | Path, files: Mapping[str, str], scopes: Iterable[st
     root = Path(root)
     scopes = tuple(scopes)
     recorded, ignored = _read_manifest(root)
+    aside = aside or {}
+    _refuse_symlinks(root, [*files, *aside.values(), *(rel for rel in recorded if _within(rel, scopes))], scopes)
     files = dict(files)
     diverted = {}
-    for rel, instead in (aside or {}).items():
-        if rel in files and rel not in recorded and os.path.lexists(root / rel) \
-                and regular_file_text(root / rel) != files[rel]:
+    for rel, instead in aside.items():
+        # the user's: there, not what this run writes, and not what an earlier run wrote (or edited since)
+        if rel in files and os.path.lexists(root / rel) and regular_file_text(root / rel) != files[rel] \
+                and _digest_of_file(root / rel) != recorded.get(rel):
             files[instead] = files.pop(rel)
             diverted[rel] = instead
-    _refuse_symlinks(root, [*files, *(rel for rel in recorded if _within(rel, scopes))], scopes)
 
     written = sorted(rel for rel, content in files.items() if regular_file_text(root / rel) != content)
     unchanged = sorted(set(files) - set(written))
     removed, edited = [], []
     for rel, digest in sorted(recorded.items()):
-        if rel in files or not _within(rel, scopes) or not os.path.lexists(root / rel):
+        if rel in files or rel in diverted or not _within(rel, scopes) or not os.path.lexists(root / rel):
             continue
         (removed if _digest_of_file(root / rel) == digest else edited).append(rel)
 
@@ -263,12 +265,10 @@ def _present(root: Path, scopes: tuple[str, ...]) -> list[str]:
 
 def _remove_leftovers(root: Path, scopes: tuple[str, ...]) -> None:
     """Remove the temporary files a killed run left beside the manifest and in the scopes."""
-    if not root.is_dir():
-        return
-    places = [root, *(root / scope for scope in scopes if (root / scope).is_dir() and not (root / scope).is_symlink())]
-    leftovers = {*root.glob(f".*{TEMPORARY_MARK}*")}
-    for place in places[1:]:
-        leftovers |= set(place.rglob(f".*{TEMPORARY_MARK}*"))
+    leftovers = set(root.glob(f".*{TEMPORARY_MARK}*")) if root.is_dir() else set()
+    for scope in scopes:
+        if (root / scope).is_dir() and not (root / scope).is_symlink():
+            leftovers |= set((root / scope).rglob(f".*{TEMPORARY_MARK}*"))  # rglob never descends a symlink
     try:
         for leftover in sorted(leftovers):
             leftover.unlink(missing_ok=True)
@@ -287,7 +287,7 @@ def _locked(directory: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LlmdashError(f"another llmdash run has held {directory} for {LOCK_WAIT_SECONDS}s") from None
+                    raise LlmdashError(f"another llmdash run has held {quoted(directory)} for {LOCK_WAIT_SECONDS}s") from None
                 time.sleep(0.05)
         yield
     finally:

@@ -76,6 +76,18 @@ def test_kubernetes_own_kustomization_is_updated_and_an_identical_one_adopted(tm
     assert not (tmp_path / KUSTOMIZATION_ASIDE).exists()
 
 
+def test_kubernetes_kustomization_replaced_by_the_users_own_is_kept(tmp_path):
+    write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings())
+    (tmp_path / "kustomization.yaml").write_text(THEIR_KUSTOMIZATION)   # they took the file over
+    outcome = write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings())
+    assert (tmp_path / "kustomization.yaml").read_text() == THEIR_KUSTOMIZATION
+    assert outcome.diverted == {"kustomization.yaml": KUSTOMIZATION_ASIDE} and outcome.edited == []
+    assert outcome.written == [KUSTOMIZATION_ASIDE]
+    (tmp_path / "kustomization.yaml").unlink()                          # and gave it back
+    outcome = write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings())
+    assert outcome.written == ["kustomization.yaml"] and outcome.removed == [KUSTOMIZATION_ASIDE]
+
+
 def test_files_layout_keeps_a_users_dashboard_even_with_an_llmdash_uid(tmp_path):
     copied = {**DASHBOARDS["vllm"], "uid": "llmdash-vllm-team-copy", "title": "Our vLLM"}
     theirs = plant(tmp_path, {"dashboards/vllm-team-copy.json": json.dumps(copied),
