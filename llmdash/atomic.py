@@ -287,7 +287,8 @@ def _locked(directory: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LlmdashError(f"another llmdash run has held {quoted(directory)} for {LOCK_WAIT_SECONDS}s") from None
+                    raise LlmdashError(f"another llmdash run has held {quoted(directory)} "
+                                       f"for {LOCK_WAIT_SECONDS}s") from None
                 time.sleep(0.05)
         yield
     finally:
