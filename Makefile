@@ -4,11 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install dashboards check test test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check test test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
 	@echo "make install       create .venv and install llmdash with its test dependencies"
+	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
@@ -30,6 +31,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The real servers the demo and the tests run: installed when missing (as root or with passwordless sudo),
+# else one line saying what to install. .ci/run runs the same script.
+deps:
+	@bash .ci/install-deps
+
 dashboards: install
 	$(LLMDASH) build
 
@@ -39,13 +45,13 @@ check: install
 # Two workers, one test file each at a time: the 2-core machine runs the suite in about 3 minutes.
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
-test: check
+test: deps check
 	$(PYTEST)
 
-test-e2e: install
+test-e2e: deps install
 	$(PYTEST) -m e2e
 
-demo: install
+demo: deps install
 	$(LLMDASH) demo --out out/demo
 
 PUBLISH_FLAGS ?=

@@ -1,71 +1,279 @@
-"""All-or-nothing updates of an output directory (`generated/`, a provisioning directory).
+"""Updating an output directory (`generated/`, a provisioning directory): only llmdash's files, all at once.
 
-Every new file is first written in full to a temporary file beside its target; only then are
-they renamed into place, one after the other, while SIGINT and SIGTERM wait, so an interrupt
+Ours only where we wrote it: every run records the files it wrote in DIR/.llmdash-manifest.json
+(path -> sha256 of the content), replaced together with them. A run replaces the files at the paths
+it writes, removes a file only when the manifest lists it and its content is still what was written
+(an edited one is left and named), and leaves every other file alone, counting them in one line:
+`llmdash rules --out /etc/prometheus` must never delete another team's rules. Output without a
+manifest (an older llmdash's, or one whose manifest is damaged) adopts the files that are exactly
+what the run writes, and nothing else. A symlinked directory inside DIR is refused: writing or
+removing through it would touch files somewhere else.
+
+All at once: every new file is first written in full to a temporary file beside its target; only
+then are they renamed into place, one after the other, while SIGINT and SIGTERM wait, so an interrupt
 leaves every file old or every file new, never a mix. Files are replaced inside the existing
-directories (never the directories themselves), so bind mounts, Kubernetes volumes and
-Grafana's file watcher keep seeing them. An exclusive lock on the parent directory serialises
-concurrent runs. A run killed outright (SIGKILL, power loss) during the few milliseconds of
-renames can leave a mix, which the next run completes; its temporary files
-(`.NAME.llmdash-tmp-PID`) are never output and are removed by the next run.
+directories (never the directories themselves), so bind mounts, Kubernetes volumes and Grafana's file
+watcher keep seeing them. An exclusive lock on the parent directory serialises concurrent runs. A run
+killed outright (SIGKILL, power loss) during the few milliseconds of renames can leave a mix, which the
+next run completes; its temporary files (`.NAME.llmdash-tmp-PID`) are never output and are removed by
+the next run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import hashlib
+import json
 import os
+import re
 import signal
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path, PurePosixPath
 
-from llmdash.errors import LlmdashError
+from llmdash.errors import EXIT_USAGE, LlmdashError
 
 LOCK_WAIT_SECONDS = 60
 # Test hook: seconds to pause halfway through the renames, so a test can interrupt them there.
 SWAP_PAUSE_ENV = "LLMDASH_TEST_SWAP_PAUSE"
+MANIFEST = ".llmdash-manifest.json"
+MANIFEST_ABOUT = ("The files llmdash wrote in this directory, each with the sha256 of what it wrote. llmdash removes "
+                  "a file only while it is listed here and unchanged, and leaves every other file alone.")
+TEMPORARY_MARK = ".llmdash-tmp-"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+NAMED_AT_MOST = 5   # files named in one note line; the rest are counted
 
-Plan = Callable[[Path], tuple[dict[str, str], list[str]]]
+
+def quoted(path) -> str:
+    """A path as it goes into an error line: repr-escaped, so a newline or an escape in it cannot split
+    or colour the one line."""
+    return repr(os.fspath(path))
 
 
-def update_tree(root: Path, plan: Plan) -> tuple[dict[str, str], list[str]]:
-    """Apply `plan(root)` = (relative path -> new content, relative paths to remove) to `root`
-    all at once, under the lock; returns that plan. Nothing is touched when the plan is empty."""
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one run does (or, for a check, would do) to an output directory; paths relative to it."""
+
+    root: Path
+    written: list[str]        # new, or with new content
+    unchanged: list[str]
+    removed: list[str]        # listed in the manifest, no longer produced, unchanged since: removed
+    edited: list[str]         # listed in the manifest, no longer produced, but edited since: left
+    foreign: list[str]        # in the run's directories, never written by llmdash: left alone
+    diverted: dict[str, str]  # path holding a user's file -> where the run wrote its content instead
+    ignored_manifest: str     # why a damaged manifest was set aside ("" when it was fine or absent)
+    writes: dict[str, str]    # what goes to disk: the written files and, when it changes, the manifest
+
+    def summary(self, what: str = "files") -> str:
+        """One line: written, unchanged and removed counted apart (a removal is no write)."""
+        return (f"{what} under {self.root}/: {len(self.written)} written, {len(self.unchanged)} unchanged, "
+                f"{len(self.removed)} removed")
+
+    def lines(self, what: str = "files") -> list[str]:
+        """What a command prints: the counts, each path written or removed, then what was left alone and why."""
+        return [self.summary(what), *(f"  wrote {rel}" for rel in self.written),
+                *(f"  removed {rel}" for rel in self.removed), *self.notes()]
+
+    def notes(self) -> list[str]:
+        """One line for each kind of file the run left alone, and for a write set aside beside a user's file."""
+        lines = []
+        if self.ignored_manifest:
+            lines.append(f"note: ignored {self.root / MANIFEST} ({self.ignored_manifest}); "
+                         "nothing it listed was removed")
+        if self.foreign:
+            folders: dict[str, int] = {}
+            for rel in self.foreign:
+                folder = str(PurePosixPath(rel).parent)
+                folders[folder] = folders.get(folder, 0) + 1
+            where = ", ".join(f"{count} in {'./' if folder == '.' else folder + '/'}"
+                              for folder, count in sorted(folders.items()))
+            lines.append(f"note: left alone {_files(len(self.foreign))} llmdash did not write: {where}")
+        if self.edited:
+            lines.append(f"note: left {_files(len(self.edited))} llmdash no longer writes but that "
+                         f"{'was' if len(self.edited) == 1 else 'were'} edited since: {_named(self.edited)}")
+        for rel, instead in sorted(self.diverted.items()):
+            lines.append(f"note: {self.root / rel} is not llmdash's, so it was kept and llmdash's is "
+                         f"{self.root / instead}")
+        return lines
+
+
+def _files(count: int) -> str:
+    return f"{count} file{'' if count == 1 else 's'}"
+
+
+def _named(paths: list[str]) -> str:
+    more = len(paths) - NAMED_AT_MOST
+    return ", ".join(paths[:NAMED_AT_MOST]) + (f" and {more} more" if more > 0 else "")
+
+
+def update_outputs(root: str | Path, files: Mapping[str, str], scopes: Iterable[str],
+                   aside: Mapping[str, str] | None = None) -> Outcome:
+    """Make `root` hold `files` (relative path -> content), all at once and under the lock, and drop what
+    earlier runs wrote in `scopes` that is no longer in `files`; returns what was done.
+
+    `scopes` are the directories (relative, possibly nested) and top-level files this run answers for;
+    every path in `files` lies in one. Manifest entries elsewhere (another command's) are kept as they are.
+    `aside` maps a path that may hold a user's own file (a kustomization.yaml) to where llmdash's goes then.
+    """
     root = Path(root)
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LlmdashError(f"cannot create {root.parent}: {exc.strerror}") from None
+        raise LlmdashError(f"cannot create {quoted(root.parent)}: {exc.strerror}") from None
     if root.exists() and not root.is_dir():
-        raise LlmdashError(f"{root} exists and is not a directory")
+        raise LlmdashError(f"{quoted(root)} exists and is not a directory")
+    scopes = tuple(scopes)
     with _locked(root.parent):
-        for leftover in _leftovers(root):
-            leftover.unlink(missing_ok=True)
-        writes, removals = plan(root)
-        if writes or removals:
-            _replace(root, writes, removals)
-    return writes, removals
+        _remove_leftovers(root, scopes)
+        outcome = plan_outputs(root, files, scopes, aside)
+        if outcome.writes or outcome.removed:
+            _replace(root, outcome.writes, outcome.removed)
+    return outcome
+
+
+def plan_outputs(root: str | Path, files: Mapping[str, str], scopes: Iterable[str],
+                 aside: Mapping[str, str] | None = None) -> Outcome:
+    """What `update_outputs` would do, touching nothing: `llmdash build --check` is exactly this."""
+    root = Path(root)
+    scopes = tuple(scopes)
+    recorded, ignored = _read_manifest(root)
+    aside = aside or {}
+    _refuse_symlinks(root, [*files, *aside.values(), *(rel for rel in recorded if _within(rel, scopes))], scopes)
+    files = dict(files)
+    diverted = {}
+    for rel, instead in aside.items():
+        # the user's: there, not what this run writes, and not what an earlier run wrote (or edited since)
+        if rel in files and os.path.lexists(root / rel) and regular_file_text(root / rel) != files[rel] \
+                and _digest_of_file(root / rel) != recorded.get(rel):
+            files[instead] = files.pop(rel)
+            diverted[rel] = instead
+
+    written = sorted(rel for rel, content in files.items() if regular_file_text(root / rel) != content)
+    unchanged = sorted(set(files) - set(written))
+    removed, edited = [], []
+    for rel, digest in sorted(recorded.items()):
+        if rel in files or rel in diverted or not _within(rel, scopes) or not os.path.lexists(root / rel):
+            continue
+        (removed if _digest_of_file(root / rel) == digest else edited).append(rel)
+
+    manifest = {rel: digest for rel, digest in recorded.items() if not _within(rel, scopes)}
+    manifest |= {rel: _digest(content) for rel, content in files.items()}
+    left = set(manifest) | set(removed) | set(edited) | set(diverted)
+    foreign = [rel for rel in _present(root, scopes) if rel not in left]
+    writes = {rel: files[rel] for rel in written}
+    manifest_text = _render_manifest(manifest)
+    if regular_file_text(root / MANIFEST) != manifest_text:
+        writes[MANIFEST] = manifest_text
+    return Outcome(root, written, unchanged, removed, edited, foreign, diverted, ignored, writes)
 
 
 def regular_file_text(path: Path) -> str | None:
     """The text of `path` when it is a regular file (never opening a FIFO or device), else None."""
+    raw = _regular_file_bytes(path)
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return None if raw is None else raw.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
-TEMPORARY_MARK = ".llmdash-tmp-"
+def _regular_file_bytes(path: Path) -> bytes | None:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
-def _leftovers(root: Path) -> list[Path]:
-    """Temporary files a killed run left under `root`."""
-    return sorted(root.rglob(f".*{TEMPORARY_MARK}*")) if root.is_dir() else []
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digest_of_file(path: Path) -> str | None:
+    raw = _regular_file_bytes(path)
+    return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+
+def _render_manifest(files: dict[str, str]) -> str:
+    return json.dumps({"about": MANIFEST_ABOUT, "files": dict(sorted(files.items()))}, indent=2) + "\n"
+
+
+def _read_manifest(root: Path) -> tuple[dict[str, str], str]:
+    """(path -> digest, "") from `root`'s manifest; ({}, why) when it is damaged, so nothing it lists is
+    removed (set aside, never trusted: a path in it could point anywhere)."""
+    path = root / MANIFEST
+    if not os.path.lexists(path):
+        return {}, ""
+    text = regular_file_text(path)
+    if text is None:
+        return {}, "not a regular UTF-8 file"
+    try:
+        files = json.loads(text)["files"]
+    except (ValueError, TypeError, KeyError):
+        return {}, "not JSON with a files mapping"
+    if not isinstance(files, dict):
+        return {}, "not JSON with a files mapping"
+    for rel, digest in files.items():
+        if not _safe_relative(rel) or not isinstance(digest, str) or not SHA256.match(digest):
+            return {}, f"entry {rel[:80]!r} is not a path inside the directory with its sha256"
+    return files, ""
+
+
+def _safe_relative(rel: str) -> bool:
+    parts = rel.split("/")
+    return all(part not in ("", ".", "..") for part in parts) and "\0" not in rel and rel != MANIFEST
+
+
+def _within(rel: str, scopes: tuple[str, ...]) -> bool:
+    return any(rel == scope or rel.startswith(scope + "/") for scope in scopes)
+
+
+def _refuse_symlinks(root: Path, paths: Iterable[str], scopes: tuple[str, ...]) -> None:
+    """Refuse (exit 2) a symlink at any directory between `root` and a path written or removed, or at a
+    scope that is a directory: llmdash would write, remove or count files where the link points."""
+    parents = {PurePosixPath(rel).parent for rel in paths}
+    directories = {PurePosixPath(*d.parts[:depth]) for d in parents for depth in range(1, len(d.parts) + 1)}
+    for scope in map(PurePosixPath, scopes):
+        directories |= {PurePosixPath(*scope.parts[:depth]) for depth in range(1, len(scope.parts))}
+        if (root / scope).is_dir():
+            directories.add(scope)
+    for directory in sorted(directories):
+        if (root / directory).is_symlink():
+            raise LlmdashError(f"{quoted(root / directory)} is a symlink; llmdash writes only in real directories "
+                               f"inside {quoted(root)}: replace the link with a directory, or write elsewhere",
+                               EXIT_USAGE)
+
+
+def _present(root: Path, scopes: tuple[str, ...]) -> list[str]:
+    """Every file (or link) in the scopes, relative to `root`, without following links; never our temporary files."""
+    found = set()
+    for scope in scopes:
+        top = root / scope
+        if top.is_dir() and not top.is_symlink():
+            for directory, folders, names in os.walk(top):
+                here = Path(directory)
+                found |= {str((here / name).relative_to(root)) for name in names if TEMPORARY_MARK not in name}
+                found |= {str((here / name).relative_to(root)) for name in folders if (here / name).is_symlink()}
+        elif os.path.lexists(top):
+            found.add(scope)
+    return sorted(found)
+
+
+def _remove_leftovers(root: Path, scopes: tuple[str, ...]) -> None:
+    """Remove the temporary files a killed run left beside the manifest and in the scopes."""
+    leftovers = set(root.glob(f".*{TEMPORARY_MARK}*")) if root.is_dir() else set()
+    for scope in scopes:
+        if (root / scope).is_dir() and not (root / scope).is_symlink():
+            leftovers |= set((root / scope).rglob(f".*{TEMPORARY_MARK}*"))  # rglob never descends a symlink
+    try:
+        for leftover in sorted(leftovers):
+            leftover.unlink(missing_ok=True)
+    except OSError as exc:
+        raise LlmdashError(f"{quoted(root)} cannot be written: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
@@ -79,7 +287,8 @@ def _locked(directory: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LlmdashError(f"another llmdash run has held {directory} for {LOCK_WAIT_SECONDS}s") from None
+                    raise LlmdashError(f"another llmdash run has held {quoted(directory)} "
+                                       f"for {LOCK_WAIT_SECONDS}s") from None
                 time.sleep(0.05)
         yield
     finally:
@@ -90,20 +299,20 @@ def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
     for rel in writes:
         target = root / rel
         if target.is_dir() and not target.is_symlink():
-            raise LlmdashError(f"{target} is a directory, not a file; move it away")
+            raise LlmdashError(f"{quoted(target)} is a directory, not a file; move it away")
     created: list[Path] = []
     staged: list[tuple[Path, Path]] = []
     renamed = False
     try:
-        for rel, content in sorted(writes.items()):
+        for rel, content in sorted(writes.items(), key=lambda item: (item[0] == MANIFEST, item[0])):
             target = root / rel
             for directory in reversed([target.parent, *target.parent.parents]):
                 if not directory.exists():
                     directory.mkdir()
                     created.append(directory)
             temporary = target.parent / f".{target.name}{TEMPORARY_MARK}{os.getpid()}"
-            staged.append((temporary, target))
             with open(temporary, "x", encoding="utf-8") as handle:
+                staged.append((temporary, target))  # only once it exists: cleanup removes what was made
                 handle.write(content)
         with _signals_deferred():
             for number, (temporary, target) in enumerate(staged):
@@ -114,13 +323,13 @@ def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
             for rel in removals:
                 (root / rel).unlink(missing_ok=True)
     except OSError as exc:
-        raise LlmdashError(f"{root} cannot be written: {exc.strerror or exc}") from None
+        raise LlmdashError(f"{quoted(root)} cannot be written: {exc.strerror or exc}") from None
     finally:
         if not renamed:  # failed or interrupted before the renames were done: leave nothing behind
-            for temporary, _ in staged:
-                temporary.unlink(missing_ok=True)
-            for directory in reversed(created):
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a cleanup failure must not hide the error that caused it
+                for temporary, _ in staged:
+                    temporary.unlink(missing_ok=True)
+                for directory in reversed(created):
                     directory.rmdir()
 
 

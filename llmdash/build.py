@@ -1,8 +1,9 @@
 """Build: catalogs + config -> validated dashboards -> deterministic files under generated/.
 
 Every file is rendered in memory and validated before the first one is written, and the
-output directory is replaced as a whole (`llmdash.atomic`), so a failed or interrupted
-build leaves the previous output untouched. `check` compares without writing: CI's drift guard.
+output directory is updated all at once (`llmdash.atomic`), so a failed or interrupted build
+leaves the previous output untouched; only files the build wrote there are ever removed.
+`check` plans the same update without writing and fails when it would change anything: CI's drift guard.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 
 from llmdash.dashboards.assemble import build_dashboard
-from llmdash.atomic import regular_file_text, update_tree
+from llmdash.atomic import MANIFEST, Outcome, plan_outputs, quoted, update_outputs
 from llmdash.config import Config
 from llmdash.dashboards.fleet import build_fleet_dashboard
 from llmdash.panels.recorded import recording_layer
@@ -25,10 +26,10 @@ from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 
 DEFAULT_OUT = Path("generated")
-# Subdirectory -> suffix of the files a build owns there (nested subdirectories are listed on their own).
-MANAGED = {"dashboards": ".json", "rules": ".rules.yaml", "alertmanager": ".yaml", "mixin": ".yaml",
-           "mixin/dashboards_out": ".json", "mtail": ".mtail", "runbooks": ".md"}
 PARTS = ("dashboards", "rules", "mixin", "mtail")
+# Part -> the directories under the output directory it writes (and so may remove from).
+PART_SCOPES = {"dashboards": ("dashboards",), "rules": ("rules", "alertmanager", "runbooks"), "mixin": ("mixin",),
+               "mtail": ("mtail",)}
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
 
@@ -106,36 +107,25 @@ def mixin_files(dashboards: dict[str, str], rules: dict[str, dict]) -> dict[str,
     return files
 
 
-def _owned(out: Path, parts, managed: dict[str, str] = MANAGED) -> set[str]:
-    owned = set()
-    for subdir, suffix in managed.items():
-        if subdir.split("/", 1)[0] not in parts:
-            continue
-        if (out / subdir).is_dir():
-            owned |= {f"{subdir}/{p.name}" for p in (out / subdir).iterdir() if p.is_file() and p.name.endswith(suffix)}
-    return owned
+def scopes(parts: tuple[str, ...] = PARTS) -> tuple[str, ...]:
+    """The directories a build of `parts` answers for: it removes no longer built files there, and only there."""
+    return tuple(scope for part in parts for scope in PART_SCOPES[part])
 
 
-def _parts(files: dict[str, str]) -> set[str]:
-    return {rel.split("/", 1)[0] for rel in files}
+def write(files: dict[str, str], out: Path, parts: tuple[str, ...] = PARTS) -> Outcome:
+    """Make `out` hold `files`, all at once, removing what earlier builds of `parts` wrote and no longer build."""
+    return update_outputs(out, files, scopes(parts))
 
 
-def write(files: dict[str, str], out: Path, managed: dict[str, str] = MANAGED) -> list[str]:
-    """Make `out` hold `files` and no `managed` file beyond them, all at once; returns the paths changed."""
-    def plan(root: Path) -> tuple[dict[str, str], list[str]]:
-        writes = {rel: content for rel, content in files.items() if regular_file_text(root / rel) != content}
-        return writes, sorted(_owned(root, _parts(files), managed) - set(files))
-
-    writes, removals = update_tree(out, plan)
-    return sorted(writes) + removals
-
-
-def check(files: dict[str, str], out: Path) -> None:
-    """Raise (exit 1) naming every stale, missing or extra file under `out`."""
+def check(files: dict[str, str], out: Path, parts: tuple[str, ...] = PARTS) -> None:
+    """Raise (exit 1) naming every file a build would write or remove under `out`."""
     if not files:
         raise LlmdashError("nothing was built, so there is nothing to check")
-    stale = [rel for rel, content in sorted(files.items()) if regular_file_text(out / rel) != content]
-    extra = sorted(_owned(out, _parts(files)) - set(files))
-    if stale or extra:
-        names = ", ".join(stale + [f"{rel} (no longer built)" for rel in extra])
-        raise LlmdashError(f"{out}/ is stale: {names}; run `make dashboards` and commit it", EXIT_DRIFT)
+    plan = plan_outputs(out, files, scopes(parts))
+    names = plan.written + [f"{rel} (no longer built)" for rel in plan.removed] + \
+        [f"{rel} (no longer built, edited since)" for rel in plan.edited]
+    if not names and MANIFEST in plan.writes:
+        names = [f"{MANIFEST} (does not record exactly what is built)"]
+    if names:
+        raise LlmdashError(f"{quoted(f'{out}/')} is stale: {', '.join(names)}; run `make dashboards` and commit it",
+                           EXIT_DRIFT)

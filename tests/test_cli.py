@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmdash.atomic import MANIFEST
 from llmdash.config import Config
 from llmdash.engines.catalog import CATALOG_DIR
 from llmdash.vocabulary import Alert
@@ -36,7 +37,7 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert snapshot(first) == snapshot(second)
     engines = tuple(ENGINES)
     dashboards = sorted(engines + ("fleet",))
-    assert sorted(snapshot(first)) == ["alertmanager/llmdash-inhibit-rules.yaml"] + \
+    assert sorted(snapshot(first)) == [MANIFEST, "alertmanager/llmdash-inhibit-rules.yaml"] + \
         [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
         ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + \
         ["mtail/sglang.mtail", "mtail/vllm.mtail"] + [f"rules/{e}.rules.yaml" for e in engines] + \
@@ -49,13 +50,15 @@ def test_check_reports_stale_and_leftover_files(tmp_path):
     out = tmp_path / "gen"
     assert llmdash("build", "--out", str(out)).returncode == 0
     (out / "dashboards" / "vllm.json").write_text("{}\n")
-    (out / "dashboards" / "mlc-llm.json").write_text("{}\n")
-    result = llmdash("build", "--check", "--out", str(out))
+    fewer = tmp_path / "llmdash.yaml"
+    fewer.write_text("engines: [vllm, sglang]\n")
+    result = llmdash("--config", str(fewer), "build", "--check", "--out", str(out))
     assert result.returncode == 1
-    assert "dashboards/vllm.json" in result.stderr and "dashboards/mlc-llm.json (no longer built)" in result.stderr
+    assert "dashboards/vllm.json" in result.stderr and "dashboards/tgi.json (no longer built)" in result.stderr
     assert result.stderr.count("\n") == 1
-    assert llmdash("build", "--out", str(out)).returncode == 0
-    assert not (out / "dashboards" / "mlc-llm.json").exists()
+    assert llmdash("--config", str(fewer), "build", "--out", str(out)).returncode == 0
+    assert not (out / "dashboards" / "tgi.json").exists()
+    assert llmdash("--config", str(fewer), "build", "--check", "--out", str(out)).returncode == 0
 
 
 @pytest.mark.parametrize("config, message", [

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.atomic import SWAP_PAUSE_ENV, regular_file_text
+from llmdash.atomic import MANIFEST, SWAP_PAUSE_ENV, regular_file_text
 from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
@@ -377,7 +377,7 @@ def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_
     wait_for(half_renamed(out, fresh_build))
     build.kill()  # SIGKILL cannot wait: half the files are renamed, the others still temporary
     build.communicate(timeout=60)
-    temporary = [p.name for p in out.rglob(".*")]
+    temporary = [p.name for p in out.rglob(".*") if p.name != MANIFEST]
     assert temporary and all(".llmdash-tmp-" in name for name in temporary)
     check = llmdash("build", "--check", "--out", str(out))
     assert check.returncode == 1 and ".llmdash-tmp-" not in check.stderr
@@ -393,7 +393,7 @@ def test_parallel_builds_over_a_stale_tree_all_succeed(tmp_path, fresh_build):
     results = [(b, *b.communicate(timeout=120)) for b in builds]
     for build, _, stderr in results:
         assert build.returncode == 0 and "Traceback" not in stderr, stderr
-    everything = f"wrote {len(fresh_build)} of {len(fresh_build)}"
+    everything = f"{len(fresh_build) - 1} written, 0 unchanged"  # every file but the manifest
     assert sum(everything in stdout for _, stdout, _ in results) == 1
     assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
     assert leftovers(out) == []
@@ -412,7 +412,7 @@ def test_provision_with_a_directory_in_place_of_a_file_writes_nothing(tmp_path):
     (target / "dashboards" / "sglang.json").mkdir(parents=True)
     before = sorted(str(p) for p in target.rglob("*"))
     result = llmdash("provision", str(target))
-    assert_one_line_exit_2(result, "sglang.json is a directory")
+    assert_one_line_exit_2(result, "sglang.json' is a directory")
     assert sorted(str(p) for p in target.rglob("*")) == before
     assert leftovers(target) == []
 

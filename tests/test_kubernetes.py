@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from llmdash.atomic import MANIFEST
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.cli.delivery import provision_command
 from llmdash.config import Config, KubernetesSettings, load_config
@@ -144,7 +145,7 @@ def test_each_kustomization_lists_exactly_the_files_beside_it(written):
         if manifest["kind"] != "Kustomization":
             continue
         folder = (out / path).parent
-        beside = sorted(p.name for p in folder.iterdir() if p.name != "kustomization.yaml")
+        beside = sorted(p.name for p in folder.iterdir() if p.name not in ("kustomization.yaml", MANIFEST))
         assert manifest["resources"] == beside, path
         assert manifest["namespace"] == "monitoring"
     assert manifests["kustomization.yaml"]["resources"] == ["grafana-operator", "prometheus-operator", "sidecar"]
@@ -222,10 +223,11 @@ def test_cli_refuses_oversized_dashboard_with_one_line_exit_2(tmp_path, monkeypa
 
 def test_rerun_rewrites_nothing_and_a_dropped_engine_is_removed(tmp_path):
     write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings())
-    assert write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings()) == []
+    assert write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings()).writes == {}
     fewer = {k: v for k, v in DASHBOARDS.items() if k != "lmdeploy"}
-    lines = write_manifests(fewer, {k: v for k, v in RULES.items() if k != "lmdeploy"}, tmp_path, KubernetesSettings())
-    assert f"removed {tmp_path}/sidecar/llmdash-lmdeploy.yaml" in lines
+    outcome = write_manifests(fewer, {k: v for k, v in RULES.items() if k != "lmdeploy"}, tmp_path,
+                              KubernetesSettings())
+    assert "sidecar/llmdash-lmdeploy.yaml" in outcome.removed
     assert not list(tmp_path.rglob("llmdash-lmdeploy.yaml"))
     kustomization = yaml.safe_load((tmp_path / "sidecar/kustomization.yaml").read_text())
     assert "llmdash-lmdeploy.yaml" not in kustomization["resources"]

@@ -53,11 +53,11 @@ def test_build_check_catches_a_stale_or_extra_mixin_file(tmp_path):
     build.write(FILES, tmp_path)
     build.check(FILES, tmp_path)
     (tmp_path / "mixin/dashboards_out/vllm.json").write_text("{}\n")
-    (tmp_path / "mixin/dashboards_out/old-engine.json").write_text("{}\n")
+    fewer = {rel: text for rel, text in FILES.items() if rel != "mixin/dashboards_out/tgi.json"}  # tgi dropped
     with pytest.raises(LlmdashError) as error:
-        build.check(FILES, tmp_path)
+        build.check(fewer, tmp_path)
     assert error.value.exit_code == EXIT_DRIFT
     assert "mixin/dashboards_out/vllm.json" in str(error.value)
-    assert "mixin/dashboards_out/old-engine.json (no longer built)" in str(error.value)
-    assert "mixin/dashboards_out/old-engine.json" in build.write(FILES, tmp_path)
-    build.check(FILES, tmp_path)
+    assert "mixin/dashboards_out/tgi.json (no longer built)" in str(error.value)
+    assert "mixin/dashboards_out/tgi.json" in build.write(fewer, tmp_path).removed
+    build.check(fewer, tmp_path)

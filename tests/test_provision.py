@@ -59,9 +59,9 @@ def test_dropped_engine_file_is_removed_but_user_files_stay(tmp_path):
     provision(tmp_path)
     user_file = tmp_path / "dashboards" / "team-notes.json"
     user_file.write_text(json.dumps({"uid": "team-notes", "title": "Ours"}))
-    report = provision(tmp_path, {"vllm": BUILT["vllm"]})
+    outcome = provision(tmp_path, {"vllm": BUILT["vllm"]})
     assert sorted(p.name for p in (tmp_path / "dashboards").glob("*.json")) == ["team-notes.json", "vllm.json"]
-    assert any(line.startswith("removed") and "sglang.json" in line for line in report)
+    assert "dashboards/sglang.json" in outcome.removed and outcome.foreign == ["dashboards/team-notes.json"]
 
 
 def test_invalid_dashboard_writes_nothing(tmp_path):

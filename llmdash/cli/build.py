@@ -12,37 +12,46 @@ from llmdash.engines.catalog import load_all
 from llmdash.engines.summary import engine_table
 
 
+def ownership(directory: str) -> str:
+    """The rule every command writing a directory keeps, for its --help."""
+    return (f"llmdash replaces the files it writes and removes a file only when {directory}/.llmdash-manifest.json "
+            "says an earlier run wrote it and it is unchanged since, leaving every other file alone and refusing "
+            f"a symlinked directory inside {directory}.")
+
+
 def config_of(ctx: click.Context):
     return load_config((ctx.obj or {}).get("config_path"))
 
 
-@click.command("build")
+@click.command("build", help=f"""Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/, and the
+    same as a monitoring mixin into OUT/mixin/ (prometheus_alerts.yaml, prometheus_rules.yaml, dashboards_out/).
+
+    {ownership("OUT")}""")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,
               show_default=True, help="Output directory.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if the output directory is stale.")
 @click.pass_context
 def build_command(ctx: click.Context, out: Path, check: bool) -> None:
-    """Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/, and the same as a
-    monitoring mixin into OUT/mixin/ (prometheus_alerts.yaml, prometheus_rules.yaml, dashboards_out/)."""
     files = builder.generated_files(config_of(ctx))
     if check:
         builder.check(files, out)
         click.echo(f"{out}/ is up to date ({len(files)} files)")
         return
-    changed = builder.write(files, out)
-    click.echo(f"wrote {len(changed)} of {len(files)} files under {out}/" +
-               "".join(f"\n  {rel}" for rel in changed))
+    for line in builder.write(files, out).lines():
+        click.echo(line)
 
 
-@click.command("rules")
+@click.command("rules", help=f"""Write the Prometheus rule files only, to OUT/rules/<engine>.rules.yaml (and the
+    Alertmanager inhibit rules to OUT/alertmanager/).
+
+    {ownership("OUT")}""")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,
               show_default=True, help="Output directory.")
 @click.pass_context
 def rules_command(ctx: click.Context, out: Path) -> None:
-    """Write the Prometheus rule files only, to OUT/rules/<engine>.rules.yaml."""
     files = builder.generated_files(config_of(ctx), parts=("rules",))
-    changed = builder.write(files, out)
-    click.echo(f"wrote {len(changed)} of {len(files)} rule files under {out}/rules/")
+    for line in builder.write(files, out, parts=("rules",)).lines("rule files"):
+        click.echo(line)
 
 
 @click.command("engines")

@@ -14,6 +14,7 @@ import urllib3
 
 from llmdash import redact
 from llmdash.build import build_dashboards, build_rule_files
+from llmdash.cli.build import ownership
 from llmdash.config import DNS1123_LABEL, load_config
 from llmdash.delivery.credentials import resolve_connection
 from llmdash.delivery.discovery import API_CHOICES, connect
@@ -109,16 +110,7 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
     ctx.exit(code)
 
 
-@click.command("provision")
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
-@click.option("--format", "layout", type=click.Choice(["files", "kubernetes"]), default="files", show_default=True,
-              help="files: Grafana file provisioning; kubernetes: ConfigMaps, GrafanaDashboards, PrometheusRules")
-@click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
-              help="Where Grafana will see the dashboard files (the provider's options.path; --format files)")
-@click.pass_context
-def provision_command(ctx, directory, config_path, layout, grafana_path):
-    """Write a Grafana file-provisioning layout, or Kubernetes manifests, to DIRECTORY.
+@click.command("provision", help=f"""Write a Grafana file-provisioning layout, or Kubernetes manifests, to DIRECTORY.
 
     --format files: DIRECTORY/provisioning/dashboards/llmdash.yaml is the provider (mount it
     under /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
@@ -127,17 +119,27 @@ def provision_command(ctx, directory, config_path, layout, grafana_path):
     --format kubernetes: DIRECTORY/sidecar (ConfigMaps for the Grafana sidecar),
     DIRECTORY/grafana-operator (GrafanaDashboards), DIRECTORY/prometheus-operator
     (PrometheusRules), each with a kustomization.yaml; settings under `kubernetes:` in the config.
-    """
+    A DIRECTORY/kustomization.yaml of your own is kept: llmdash's goes to kustomization.llmdash.yaml.
+
+    {ownership("DIRECTORY")}""")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="llmdash.yaml (default ./llmdash.yaml)")
+@click.option("--format", "layout", type=click.Choice(["files", "kubernetes"]), default="files", show_default=True,
+              help="files: Grafana file provisioning; kubernetes: ConfigMaps, GrafanaDashboards, PrometheusRules")
+@click.option("--grafana-path", default=DEFAULT_GRAFANA_PATH, show_default=True,
+              help="Where Grafana will see the dashboard files (the provider's options.path; --format files)")
+@click.pass_context
+def provision_command(ctx, directory, config_path, layout, grafana_path):
     try:
         config = _config(ctx, config_path)
         if layout == "kubernetes":
             from llmdash.delivery.kubernetes import write_manifests
-            written = write_manifests(build_dashboards(config), build_rule_files(config), directory,
+            outcome = write_manifests(build_dashboards(config), build_rule_files(config), directory,
                                       config.kubernetes)
         else:
-            written = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
+            outcome = write_provisioning(build_dashboards(config), directory, folder_uid=config.grafana.folder_uid,
                                          folder_title=config.grafana.folder_title, grafana_path=grafana_path)
     except LlmdashError as error:
         _fail(error)
-    for line in written:
+    for line in outcome.lines():
         click.echo(line)

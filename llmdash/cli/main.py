@@ -13,6 +13,7 @@ import sys
 import click
 
 from llmdash.errors import EXIT_USAGE, LlmdashError
+from llmdash.redact import escape_controls
 
 # name -> (module, attribute, one-line help shown by `llmdash --help` without importing the module)
 COMMANDS = {
@@ -60,7 +61,8 @@ def main() -> None:
     try:
         code = cli.main(standalone_mode=False)
     except LlmdashError as exc:
-        click.echo(f"error: {exc}", err=True)
+        # Escaped: a path with a newline in it (from any module) must not split the one line.
+        click.echo(f"error: {escape_controls(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""

@@ -10,7 +10,10 @@ Layout written under DIR, one kustomization per consumer so each can be applied 
 
 The dashboard JSON inside is exactly generated/dashboards/<engine>.json and the rule groups exactly
 generated/rules/<engine>.rules.yaml, from the same build. Everything is rendered and checked
-before the first write (a dashboard too big for a ConfigMap refuses the whole run).
+before the first write (a dashboard too big for a ConfigMap refuses the whole run). DIR is often a
+directory of the user's GitOps repository: only files llmdash wrote there are ever removed, and a
+DIR/kustomization.yaml of the user's own is kept, llmdash's going to DIR/kustomization.llmdash.yaml
+(for the user to list in their resources) instead.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from llmdash.build import render_json, write
+from llmdash.atomic import Outcome, quoted, update_outputs
+from llmdash.build import render_json
 from llmdash.delivery.publish import check_all
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
@@ -27,8 +31,10 @@ from llmdash.errors import EXIT_USAGE, LlmdashError
 # binaryData values and refuses more than MaxSecretSize, 1 MiB.
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 SIDECAR, OPERATOR, RULES = "sidecar", "grafana-operator", "prometheus-operator"
-MANAGED = {SIDECAR: ".yaml", OPERATOR: ".yaml", RULES: ".yaml"}
+FOLDERS = (SIDECAR, OPERATOR, RULES)
 KUSTOMIZATION = "kustomization.yaml"
+# Where DIR's kustomization goes when DIR/kustomization.yaml is the user's own.
+KUSTOMIZATION_ASIDE = "kustomization.llmdash.yaml"
 COMMON_LABELS = {"app.kubernetes.io/managed-by": "llmdash"}
 
 
@@ -87,22 +93,22 @@ def manifest_files(dashboards: dict[str, dict], rules: dict[str, dict], settings
         files[f"{OPERATOR}/{object_name(engine)}.yaml"] = grafana_dashboard(engine, text, settings)
     for engine, model in sorted(rules.items()):
         files[f"{RULES}/{object_name(engine)}.yaml"] = prometheus_rule(engine, model, settings)
-    for folder in MANAGED:
+    for folder in FOLDERS:
         listed = [path.split("/", 1)[1] for path in files if path.startswith(folder + "/")]
         files[f"{folder}/{KUSTOMIZATION}"] = kustomization(settings.namespace, listed)
-    files[KUSTOMIZATION] = kustomization(settings.namespace, list(MANAGED))
+    files[KUSTOMIZATION] = kustomization(settings.namespace, list(FOLDERS))
     return {path: render_yaml(manifest) for path, manifest in files.items()}
 
 
 def write_manifests(dashboards: dict[str, dict], rules: dict[str, dict], directory: str | Path,
-                    settings) -> list[str]:
-    """Write the layout; returns one line per file written or removed (stale llmdash manifests go)."""
+                    settings) -> Outcome:
+    """Write the layout; returns what was written, removed (llmdash's manifests no longer built) and left alone."""
     root = Path(directory)
     if root.exists() and not root.is_dir():
-        raise LlmdashError(f"{root} exists and is not a directory", EXIT_USAGE)
+        raise LlmdashError(f"{quoted(root)} exists and is not a directory", EXIT_USAGE)
     files = manifest_files(dashboards, rules, settings)
-    changed = write(files, root, MANAGED)
-    return [f"{'wrote' if rel in files else 'removed'} {root / rel}" for rel in changed]
+    return update_outputs(root, files, (*FOLDERS, KUSTOMIZATION, KUSTOMIZATION_ASIDE),
+                          aside={KUSTOMIZATION: KUSTOMIZATION_ASIDE})
 
 
 class _BlockStrings(yaml.SafeDumper):

@@ -6,7 +6,8 @@ Layout written under DIR (https://grafana.com/docs/grafana/latest/administration
     DIR/dashboards/<stem>.json                 raw models (no {"dashboard": ...} wrapper)
 
 Grafana then owns the dashboards from the files: UI and API saves are refused, so
-`llmdash publish` reports them as provisioned instead of fighting the provider.
+`llmdash publish` reports them as provisioned instead of fighting the provider. DIR may be shared
+(Grafana's own dashboards directory): only files llmdash wrote there are ever removed (`llmdash.atomic`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from llmdash.atomic import regular_file_text, update_tree
+from llmdash.atomic import Outcome, quoted, update_outputs
 from llmdash.delivery.publish import check_all
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
@@ -45,11 +46,11 @@ def provider(folder_uid: str, folder_title: str, grafana_path: str) -> dict:
 
 
 def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, folder_uid: str, folder_title: str,
-                       grafana_path: str = DEFAULT_GRAFANA_PATH) -> list[str]:
-    """Write the layout; returns one line per file written or removed.
+                       grafana_path: str = DEFAULT_GRAFANA_PATH) -> Outcome:
+    """Write the layout; returns what was written, removed and left alone.
 
-    Everything is validated and rendered before the first write, and DIRECTORY is replaced
-    as a whole (`llmdash.atomic`), so a failure or an interrupt never leaves a half-written layout.
+    Everything is validated and rendered before the first write, and DIRECTORY is updated
+    all at once (`llmdash.atomic`), so a failure or an interrupt never leaves a half-written layout.
     """
     check_all(dashboards)
     if not grafana_path.startswith("/"):
@@ -57,7 +58,7 @@ def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, fo
                            EXIT_USAGE)
     root = Path(directory)
     if root.exists() and not root.is_dir():
-        raise LlmdashError(f"{root} exists and is not a directory", EXIT_USAGE)
+        raise LlmdashError(f"{quoted(root)} exists and is not a directory", EXIT_USAGE)
 
     files = {str(PROVIDER_FILE): yaml.safe_dump(provider(folder_uid, folder_title, grafana_path), sort_keys=False)}
     for stem, dashboard in sorted(dashboards.items()):
@@ -65,19 +66,4 @@ def write_provisioning(dashboards: dict[str, dict], directory: str | Path, *, fo
         model.pop("version", None)
         files[str(DASHBOARD_DIR / f"{stem}.json")] = json.dumps(model, sort_keys=True, indent=2) + "\n"
 
-    def plan(tree: Path) -> tuple[dict[str, str], list[str]]:
-        stale = [str(path.relative_to(tree)) for path in sorted((tree / DASHBOARD_DIR).glob("*.json"))
-                 if str(path.relative_to(tree)) not in files and _is_ours(path)]
-        return files, stale
-
-    _, removed = update_tree(root, plan)
-    return [f"wrote {root / relative}" for relative in files] + \
-        [f"removed {root / relative} (no longer built)" for relative in removed]
-
-
-def _is_ours(path: Path) -> bool:
-    """Only files llmdash generated (uid llmdash-*) are pruned; a user's own file stays."""
-    try:
-        return str(json.loads(regular_file_text(path) or "{}").get("uid", "")).startswith("llmdash-")
-    except (ValueError, AttributeError):
-        return False
+    return update_outputs(root, files, (str(PROVIDER_FILE.parent), str(DASHBOARD_DIR)))
