@@ -14,9 +14,8 @@ import yaml
 
 from llmdash.config import Config
 from llmdash.engines.catalog import CATALOG_DIR
-from tests.test_catalog import ENGINES
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.catalogs import ENGINES
+from tests.support.paths import ROOT
 
 
 def llmdash(*args, cwd=ROOT, env=None):

@@ -3,11 +3,9 @@
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.test_catalog import ENGINES
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.catalogs import ENGINES
+from tests.support.paths import ROOT
 
 
 def engines_output() -> str:

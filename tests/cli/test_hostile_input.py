@@ -28,7 +28,8 @@ from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES
-from tests.test_cli import ROOT, llmdash, snapshot
+from tests.cli.test_cli import llmdash, snapshot
+from tests.support.paths import ROOT
 
 ENGINES = ("dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
 

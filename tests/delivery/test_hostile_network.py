@@ -8,7 +8,6 @@ one `error:` line, no traceback, and no secret in any encoding on stdout or stde
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import shutil
 import socket
@@ -24,8 +23,7 @@ from click.testing import CliRunner
 from llmdash.cli.delivery import publish_command
 from llmdash.delivery.grafana import MAX_BODY_BYTES
 from llmdash.errors import EXIT_OK, EXIT_REMOTE, EXIT_USAGE
-from tests.fake_grafana import FakeGrafana
-from tests.test_publish import BUILT, panel_in
+from tests.support.publishing import make_dashboard, panel_in
 
 pytestmark = pytest.mark.publish
 
@@ -36,10 +34,8 @@ USER, PASSWORD = "admin", "correct horse/battery+staple"
 
 
 @pytest.fixture
-def grafana():
-    fake = FakeGrafana(tokens={TOKEN: "Editor"}, users={USER: (PASSWORD, "Admin")}).start()
-    yield fake
-    fake.stop()
+def grafana(start_grafana):
+    return start_grafana(tokens={TOKEN: "Editor"}, users={USER: (PASSWORD, "Admin")})
 
 
 def publish_cli(url: str, *args: str, token: str = TOKEN, **env: str):
@@ -68,7 +64,7 @@ def assert_clean(result, exit_code: int, *secrets: str) -> None:
 
 
 def changed(stem: str = "vllm") -> dict:
-    model = copy.deepcopy(BUILT[stem])
+    model = make_dashboard(stem)
     panel_in(model, "Throughput vs latency", "ITL p99")["description"] = "a generator change"
     return model
 
@@ -227,13 +223,11 @@ def certificates(tmp_path_factory):
 
 
 @pytest.fixture
-def tls_grafana(certificates):
+def tls_grafana(certificates, start_grafana):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     cert = certificates["grafana"]
     context.load_cert_chain(cert, cert.replace(".pem", ".key"))
-    fake = FakeGrafana(tokens={TOKEN: "Editor"}).start(tls=context)
-    yield fake
-    fake.stop()
+    return start_grafana(tls=context, tokens={TOKEN: "Editor"})
 
 
 @pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])

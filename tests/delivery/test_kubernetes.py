@@ -1,5 +1,5 @@
 """`llmdash provision --format kubernetes DIR`: manifests that the real CRD and ConfigMap schemas accept,
-carrying exactly what generated/ holds (tests/k8s_schemas/SOURCES.md says where the schemas come from)."""
+carrying exactly what generated/ holds (tests/support/k8s_schemas/SOURCES.md says where the schemas come from)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,9 @@ from llmdash.cli.delivery import provision_command
 from llmdash.config import Config, KubernetesSettings, load_config
 from llmdash.delivery.kubernetes import CONFIGMAP_MAX_BYTES, manifest_files, write_manifests
 from llmdash.errors import EXIT_OK, EXIT_USAGE, LlmdashError
+from tests.support.paths import ROOT, SUPPORT
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMAS = Path(__file__).parent / "k8s_schemas"
-DASHBOARDS = build_dashboards(Config())
-RULES = build_rule_files(Config())
+SCHEMAS = SUPPORT / "k8s_schemas"
 GO_ONLY_PATTERN = "^(?i)(abort|warn)?$"
 
 
@@ -186,31 +184,31 @@ def test_bad_kubernetes_settings_are_one_line_errors(tmp_path, settings, key):
     assert error.value.exit_code == EXIT_USAGE and key in str(error.value) and "\n" not in str(error.value)
 
 
-def test_a_dashboard_over_one_mib_is_refused_and_nothing_is_written(tmp_path):
-    dashboards = copy.deepcopy(DASHBOARDS)
+def test_a_dashboard_over_one_mib_is_refused_and_nothing_is_written(tmp_path, default_build, default_rules):
+    dashboards = copy.deepcopy(default_build)
     dashboards["sglang"]["description"] = "x" * CONFIGMAP_MAX_BYTES
     out = tmp_path / "out"
     with pytest.raises(LlmdashError) as error:
-        write_manifests(dashboards, RULES, out, KubernetesSettings())
+        write_manifests(dashboards, default_rules, out, KubernetesSettings())
     assert error.value.exit_code == EXIT_USAGE
     assert "dashboard sglang" in str(error.value) and "1048576" in str(error.value)
     assert not out.exists()
 
 
-def test_the_limit_counts_utf8_bytes_of_the_data(tmp_path):
-    dashboards = {"vllm": copy.deepcopy(DASHBOARDS["vllm"])}
+def test_the_limit_counts_utf8_bytes_of_the_data(tmp_path, default_build):
+    dashboards = {"vllm": copy.deepcopy(default_build["vllm"])}
     size = len((ROOT / "generated/dashboards/vllm.json").read_text().encode())
     # Each "é" is 2 bytes in UTF-8 but 1 character: fits by characters, not by bytes.
     dashboards["vllm"]["description"] += "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 + 10)
     with pytest.raises(LlmdashError):
         manifest_files(dashboards, {}, KubernetesSettings())
-    dashboards["vllm"]["description"] = DASHBOARDS["vllm"]["description"] + "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 - 10)
+    dashboards["vllm"]["description"] = default_build["vllm"]["description"] + "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 - 10)
     assert manifest_files(dashboards, {}, KubernetesSettings())
 
 
-def test_cli_refuses_oversized_dashboard_with_one_line_exit_2(tmp_path, monkeypatch):
+def test_cli_refuses_oversized_dashboard_with_one_line_exit_2(tmp_path, monkeypatch, default_build):
     import llmdash.cli.delivery as delivery
-    big = copy.deepcopy(DASHBOARDS)
+    big = copy.deepcopy(default_build)
     big["vllm"]["description"] = "x" * (CONFIGMAP_MAX_BYTES + 1)
     monkeypatch.setattr(delivery, "build_dashboards", lambda config: big)
     out = tmp_path / "out"
@@ -220,11 +218,11 @@ def test_cli_refuses_oversized_dashboard_with_one_line_exit_2(tmp_path, monkeypa
     assert not out.exists()
 
 
-def test_rerun_rewrites_nothing_and_a_dropped_engine_is_removed(tmp_path):
-    write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings())
-    assert write_manifests(DASHBOARDS, RULES, tmp_path, KubernetesSettings()) == []
-    fewer = {k: v for k, v in DASHBOARDS.items() if k != "lmdeploy"}
-    lines = write_manifests(fewer, {k: v for k, v in RULES.items() if k != "lmdeploy"}, tmp_path, KubernetesSettings())
+def test_rerun_rewrites_nothing_and_a_dropped_engine_is_removed(tmp_path, default_build, default_rules):
+    write_manifests(default_build, default_rules, tmp_path, KubernetesSettings())
+    assert write_manifests(default_build, default_rules, tmp_path, KubernetesSettings()) == []
+    fewer = {k: v for k, v in default_build.items() if k != "lmdeploy"}
+    lines = write_manifests(fewer, {k: v for k, v in default_rules.items() if k != "lmdeploy"}, tmp_path, KubernetesSettings())
     assert f"removed {tmp_path}/sidecar/llmdash-lmdeploy.yaml" in lines
     assert not list(tmp_path.rglob("llmdash-lmdeploy.yaml"))
     kustomization = yaml.safe_load((tmp_path / "sidecar/kustomization.yaml").read_text())

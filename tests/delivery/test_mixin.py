@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,10 +12,9 @@ import yaml
 from llmdash import build
 from llmdash.config import Config
 from llmdash.errors import EXIT_DRIFT, LlmdashError
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MIXIN = ROOT / "generated" / "mixin"
-FILES = build.generated_files(Config())
 
 
 @pytest.mark.parametrize("name", ["prometheus_alerts.yaml", "prometheus_rules.yaml"])
@@ -50,14 +48,15 @@ def test_dashboards_out_is_generated_dashboards():
 
 
 def test_build_check_catches_a_stale_or_extra_mixin_file(tmp_path):
-    build.write(FILES, tmp_path)
-    build.check(FILES, tmp_path)
+    files = build.generated_files(Config())
+    build.write(files, tmp_path)
+    build.check(files, tmp_path)
     (tmp_path / "mixin/dashboards_out/vllm.json").write_text("{}\n")
     (tmp_path / "mixin/dashboards_out/old-engine.json").write_text("{}\n")
     with pytest.raises(LlmdashError) as error:
-        build.check(FILES, tmp_path)
+        build.check(files, tmp_path)
     assert error.value.exit_code == EXIT_DRIFT
     assert "mixin/dashboards_out/vllm.json" in str(error.value)
     assert "mixin/dashboards_out/old-engine.json (no longer built)" in str(error.value)
-    assert "mixin/dashboards_out/old-engine.json" in build.write(FILES, tmp_path)
-    build.check(FILES, tmp_path)
+    assert "mixin/dashboards_out/old-engine.json" in build.write(files, tmp_path)
+    build.check(files, tmp_path)

@@ -9,21 +9,18 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from llmdash.build import build_dashboards
 from llmdash.cli.delivery import provision_command
-from llmdash.config import Config
 from llmdash.delivery.provision import write_provisioning
 from llmdash.errors import EXIT_OK, EXIT_USAGE, LlmdashError
+from tests.support.builds import default_dashboards
 
 pytestmark = pytest.mark.publish
-
-BUILT = build_dashboards(Config())
 
 
 def provision(directory, dashboards=None, **kwargs):
     kwargs.setdefault("folder_uid", "llm-serving")
     kwargs.setdefault("folder_title", "LLM serving")
-    return write_provisioning(copy.deepcopy(dashboards or BUILT), directory, **kwargs)
+    return write_provisioning(copy.deepcopy(dashboards or default_dashboards()), directory, **kwargs)
 
 
 def test_provider_yaml_is_a_grafana_file_provider(tmp_path):
@@ -37,11 +34,11 @@ def test_provider_yaml_is_a_grafana_file_provider(tmp_path):
     assert entry["options"] == {"path": "/srv/grafana/llmdash", "foldersFromFilesStructure": False}
 
 
-def test_dashboard_files_are_raw_models_of_the_build(tmp_path):
+def test_dashboard_files_are_raw_models_of_the_build(tmp_path, default_build):
     provision(tmp_path)
     files = sorted(p.name for p in (tmp_path / "dashboards").glob("*.json"))
-    assert files == sorted(f"{stem}.json" for stem in BUILT)
-    for stem, dashboard in BUILT.items():
+    assert files == sorted(f"{stem}.json" for stem in default_build)
+    for stem, dashboard in default_build.items():
         model = json.loads((tmp_path / "dashboards" / f"{stem}.json").read_text())
         assert "dashboard" not in model                      # no API wrapper: Grafana reads the model itself
         assert model["uid"] == dashboard["uid"] and model["id"] is None
@@ -55,17 +52,17 @@ def test_provisioning_twice_is_byte_identical(tmp_path):
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == first
 
 
-def test_dropped_engine_file_is_removed_but_user_files_stay(tmp_path):
+def test_dropped_engine_file_is_removed_but_user_files_stay(tmp_path, default_build):
     provision(tmp_path)
     user_file = tmp_path / "dashboards" / "team-notes.json"
     user_file.write_text(json.dumps({"uid": "team-notes", "title": "Ours"}))
-    report = provision(tmp_path, {"vllm": BUILT["vllm"]})
+    report = provision(tmp_path, {"vllm": default_build["vllm"]})
     assert sorted(p.name for p in (tmp_path / "dashboards").glob("*.json")) == ["team-notes.json", "vllm.json"]
     assert any(line.startswith("removed") and "sglang.json" in line for line in report)
 
 
-def test_invalid_dashboard_writes_nothing(tmp_path):
-    broken = copy.deepcopy(BUILT)
+def test_invalid_dashboard_writes_nothing(tmp_path, default_build):
+    broken = copy.deepcopy(default_build)
     broken["vllm"]["uid"] = "Not A Valid UID"
     target = tmp_path / "out"
     with pytest.raises(LlmdashError) as error:
@@ -82,11 +79,11 @@ def test_relative_grafana_path_is_refused(tmp_path, grafana_path, expected):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_writes_layout_and_names_each_file(tmp_path):
+def test_cli_writes_layout_and_names_each_file(tmp_path, default_build):
     result = CliRunner().invoke(provision_command, [str(tmp_path / "gitops")])
     assert result.exit_code == EXIT_OK, result.output
     assert "provisioning/dashboards/llmdash.yaml" in result.output
-    assert result.output.count(".json") == len(BUILT)
+    assert result.output.count(".json") == len(default_build)
 
 
 def test_cli_target_that_is_a_file_is_exit_2(tmp_path):

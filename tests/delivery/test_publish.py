@@ -1,4 +1,4 @@
-"""Publish against a fake Grafana over real sockets (tests/fake_grafana.py follows grafana.md §1-3)."""
+"""Publish against a fake Grafana over real sockets (tests/support/fake_grafana.py names what each answer follows)."""
 
 from __future__ import annotations
 
@@ -9,52 +9,22 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from llmdash.build import build_dashboards
 from llmdash.cli.delivery import publish_command
-from llmdash.config import Config
 from llmdash.delivery.grafana import Connection, GrafanaError, LegacyApi, resolve_connection
 from llmdash.delivery.publish import PublishOptions, content_hash, publish, stamp_of
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
-from tests.fake_grafana import FakeGrafana
+from tests.support.fake_grafana import FakeGrafana
+from tests.support.publishing import (
+    FOLDER,
+    TOKEN,
+    RacesAnEdit,
+    built,
+    edit_itl_query,
+    itl_query,
+    make_dashboard,
+)
 
 pytestmark = pytest.mark.publish
-
-TOKEN = "glsa_good"
-FOLDER = PublishOptions(folder_uid="llm-serving", folder_title="LLM serving")
-
-
-BUILT = build_dashboards(Config())
-
-
-def panel_in(model: dict, row: str, title: str) -> dict:
-    """The panel titled `title` under row `row` (titles repeat across rows, e.g. ITL p99)."""
-    current = None
-    for panel in model["panels"]:
-        if panel["type"] == "row":
-            current = panel["title"]
-        elif current == row and panel["title"] == title:
-            return panel
-    raise KeyError(f"{row} / {title}")
-
-
-def make_dashboard(stem: str, itl_description: str | None = None) -> dict:
-    """A fresh copy of the real built dashboard; `itl_description` stands in for a generator change."""
-    model = copy.deepcopy(BUILT[stem])
-    if itl_description is not None:
-        panel_in(model, "Throughput vs latency", "ITL p99")["description"] = itl_description
-    return model
-
-
-def built(*stems: str) -> dict[str, dict]:
-    return {stem: make_dashboard(stem) for stem in stems}
-
-
-@pytest.fixture
-def grafana():
-    fake = FakeGrafana().start()
-    yield fake
-    fake.stop()
-
 
 def api(fake: FakeGrafana, token: str = TOKEN, **settings) -> LegacyApi:
     connection = Connection(url=fake.url, token=token, retries=settings.pop("retries", 2),
@@ -118,14 +88,6 @@ def test_generator_change_updates_with_live_version_and_no_overwrite(grafana):
 # ------------------------------------------------------------------ UI edits are never silently lost
 
 
-def itl_query(model: dict) -> dict:
-    return panel_in(model, "Throughput vs latency", "ITL p99")["targets"][0]
-
-
-def edit_itl_query(model: dict) -> None:
-    itl_query(model)["expr"] = "edited_during_incident"
-
-
 def test_ui_edit_is_refused_with_a_diff_naming_the_panel(grafana):
     run(grafana, built("vllm", "sglang"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
@@ -154,10 +116,10 @@ def test_force_overwrites_a_ui_edit(grafana):
     assert "overwrote edits made in Grafana" in out
 
 
-def test_edit_reverted_in_ui_counts_as_unchanged(grafana):
+def test_edit_reverted_in_ui_counts_as_unchanged(grafana, default_build):
     run(grafana, built("vllm"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
-    original = itl_query(BUILT["vllm"])["expr"]
+    original = itl_query(default_build["vllm"])["expr"]
     grafana.ui_save("llmdash-vllm", lambda model: itl_query(model).update(expr=original))
     writes_before = len(grafana.writes)
     code, _ = run(grafana, built("vllm"))
@@ -183,18 +145,8 @@ def test_dashboard_moved_to_another_folder_is_refused(grafana):
     assert "moved to another folder" in out and "'Incident'" in out
 
 
-class RacingApi(LegacyApi):
+class RacingApi(RacesAnEdit, LegacyApi):
     """Someone saves in the UI right after our GET: only Grafana's 412 can notice."""
-
-    def __init__(self, fake, connection):
-        super().__init__(connection)
-        self.fake = fake
-
-    def get_dashboard(self, uid):
-        remote = super().get_dashboard(uid)
-        if remote is not None:
-            self.fake.ui_save(uid, edit_itl_query)
-        return remote
 
 
 def test_edit_during_publish_gets_412_and_is_refused(grafana):
@@ -216,14 +168,14 @@ def test_provisioned_dashboard_is_refused_with_a_clear_message(grafana):
     assert dashboard_writes(grafana) == []
 
 
-def test_title_clash_on_grafana_11_2_is_refused(grafana):
+def test_title_clash_on_grafana_11_2_is_refused(grafana, default_build):
     grafana.version = "11.2.0"
     grafana.add_folder("llm-serving", "LLM serving")
-    other = {**make_dashboard("sglang"), "title": BUILT["vllm"]["title"]}
+    other = {**make_dashboard("sglang"), "title": default_build["vllm"]["title"]}
     api(grafana).save_dashboard(other, folder_uid="llm-serving", version=0, overwrite=False, message="")
     code, out = run(grafana, built("vllm"))
     assert code == EXIT_DRIFT
-    assert f"titled {BUILT['vllm']['title']!r}" in out
+    assert f"titled {default_build['vllm']['title']!r}" in out
 
 
 # ------------------------------------------------------------------ dry run
@@ -542,11 +494,11 @@ def test_cli_token_file_is_sent_as_bearer(grafana, tmp_path):
                if r.path != "/api/health")
 
 
-def test_cli_dry_run_writes_nothing(grafana):
+def test_cli_dry_run_writes_nothing(grafana, default_build):
     result = cli(grafana.url, "--dry-run")
     assert result.exit_code == EXIT_OK, result.output
     assert grafana.writes == []
-    assert result.output.count("): would create") == len(BUILT)
+    assert result.output.count("): would create") == len(default_build)
 
 
 def test_cli_warns_when_tls_verification_is_off(grafana, tmp_path):

@@ -1,5 +1,5 @@
 """Publish through Grafana 12/13's resource API (/apis/dashboard.grafana.app), discovered or chosen,
-against the fake Grafana with and without /apis (tests/fake_grafana.py names what each answer follows)."""
+against the fake Grafana with and without /apis (tests/support/fake_grafana.py names what each answer follows)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from llmdash.cli.delivery import publish_command
 from llmdash.delivery.grafana import Connection, LegacyApi, ResourceApi, connect
 from llmdash.delivery.publish import PublishOptions, publish
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_USAGE, LlmdashError
-from tests.fake_grafana import FakeGrafana
-from tests.test_publish import FOLDER, TOKEN, built, edit_itl_query, itl_query, make_dashboard
+from tests.support.publishing import FOLDER, TOKEN, RacesAnEdit, built, edit_itl_query, itl_query, make_dashboard
 
 pytestmark = pytest.mark.publish
 
@@ -20,12 +19,11 @@ RELEASES = [("12.2.0", ("v1beta1", "v0alpha1"), "v1beta1"), ("13.0.0", ("v2beta1
 
 
 @pytest.fixture(params=RELEASES, ids=["grafana-12", "grafana-13"])
-def grafana(request):
+def grafana(request, start_grafana):
     version, offered, expected = request.param
-    fake = FakeGrafana(version=version, resource_versions=offered).start()
+    fake = start_grafana(version=version, resource_versions=offered)
     fake.expected_api = expected
-    yield fake
-    fake.stop()
+    return fake
 
 
 def connection(fake) -> Connection:
@@ -110,23 +108,13 @@ def test_force_overwrites_a_ui_edit(grafana):
     assert "overwrote edits made in Grafana" in out
 
 
-class RacingResourceApi(ResourceApi):
+class RacingResourceApi(RacesAnEdit, ResourceApi):
     """Someone saves in the UI right after our GET: only the stale resourceVersion can tell."""
-
-    def __init__(self, fake, **kwargs):
-        super().__init__(connection(fake), **kwargs)
-        self.fake = fake
-
-    def get_dashboard(self, uid):
-        remote = super().get_dashboard(uid)
-        if remote is not None:
-            self.fake.ui_save(uid, edit_itl_query)
-        return remote
 
 
 def test_edit_during_publish_gets_409_and_is_refused(grafana):
     run(grafana, built("vllm"))
-    racing = RacingResourceApi(grafana, api_version=grafana.expected_api, namespace="default")
+    racing = RacingResourceApi(grafana, connection(grafana), api_version=grafana.expected_api, namespace="default")
     lines: list[str] = []
     code = publish({"vllm": make_dashboard("vllm", itl_description="new")}, racing, FOLDER, lines.append)
     assert code == EXIT_DRIFT
@@ -137,7 +125,7 @@ def test_edit_during_publish_gets_409_and_is_refused(grafana):
 def test_force_does_not_overwrite_an_edit_made_during_the_publish(grafana):
     run(grafana, built("vllm"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
-    racing = RacingResourceApi(grafana, api_version=grafana.expected_api, namespace="default")
+    racing = RacingResourceApi(grafana, connection(grafana), api_version=grafana.expected_api, namespace="default")
     code = publish(built("vllm"), racing, PublishOptions("llm-serving", "LLM serving", force=True), lambda _: None)
     assert code == EXIT_DRIFT
 
@@ -197,10 +185,8 @@ def run_with(fake, namespace):
 
 
 @pytest.fixture
-def grafana11():
-    fake = FakeGrafana(version="11.6.0").start()
-    yield fake
-    fake.stop()
+def grafana11(start_grafana):
+    return start_grafana(version="11.6.0")
 
 
 def test_auto_on_grafana_11_is_legacy_without_asking_for_apis(grafana11):

@@ -20,10 +20,10 @@ import pytest
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.lab.exposition import live_text, simulated_engines
 from llmdash.lab.scenarios import advance, build, instances, scrapes
+from tests.support.paths import ROOT
 
 SIMULATED = simulated_engines(load_all())
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def doctor(*args):

@@ -1,6 +1,5 @@
 """Engine catalogs: the facts dashboards rely on, and one-line errors for broken catalogs."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -8,9 +7,7 @@ from packaging.version import Version
 
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
-
-ENGINES = ["dynamo", "llama-cpp", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve",
-           "tensorrt-llm-triton", "tgi", "vllm"]
+from tests.support.catalogs import ENGINES, copy_catalog
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -73,13 +70,6 @@ def test_capabilities_come_from_roles():
     assert specs["vllm"].has("preemptions_per_request")
     assert specs["tensorrt-llm-serve"].signal("preemptions").sources[0].kind == "gauge"
     assert not specs["tensorrt-llm-serve"].has("itl")
-
-
-@pytest.fixture
-def catalog_copy(tmp_path: Path) -> Path:
-    target = tmp_path / "vllm.yaml"
-    shutil.copy(CATALOG_DIR / "vllm.yaml", target)
-    return target
 
 
 @pytest.mark.parametrize("old, new, key", [
@@ -216,8 +206,7 @@ derive:
 
 @pytest.fixture
 def variant_dir(tmp_path: Path) -> Path:
-    shutil.copy(CATALOG_DIR / "vllm.yaml", tmp_path / "vllm.yaml")
-    return tmp_path
+    return copy_catalog(tmp_path).parent
 
 
 def write_variant(directory: Path, extra: str = "", text: str = VARIANT) -> Path:

@@ -1,7 +1,6 @@
 """Catalog features new engines rely on: how each metrics library writes `le`, label alternatives,
 and default selectors for engines whose names alone are ambiguous."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from llmdash.engines.catalog import CATALOG_DIR, EXPORTERS, load_catalog
 from llmdash.errors import LlmdashError
 from llmdash.panels.signals import Signals, fixed_selectors
 from llmdash.rules.generate import build_rules
+from tests.support.catalogs import copy_catalog
 
 
 @pytest.mark.parametrize("bound, text", [
@@ -30,9 +30,7 @@ def test_python_and_cpp_exporters_keep_their_le_forms():
 
 @pytest.fixture
 def sglang_copy(tmp_path: Path) -> Path:
-    target = tmp_path / "sglang.yaml"
-    shutil.copy(CATALOG_DIR / "sglang.yaml", target)
-    return target
+    return copy_catalog(tmp_path, "sglang")
 
 
 def test_label_alternatives_match_the_value_or_an_absent_label(sglang_copy):
@@ -62,9 +60,7 @@ def test_catalog_selectors_apply_unless_the_config_sets_the_label(tmp_path):
 
 @pytest.fixture
 def llama_copy(tmp_path: Path) -> Path:
-    target = tmp_path / "llama-cpp.yaml"
-    shutil.copy(CATALOG_DIR / "llama-cpp.yaml", target)
-    return target
+    return copy_catalog(tmp_path, "llama-cpp")
 
 
 MEAN_SOURCE = "sources: [{metric: llamacpp:tokens_predicted_seconds_total, per: llamacpp:tokens_predicted_total}]"

@@ -7,7 +7,6 @@ draws a whole dashboard to check the pieces fit together.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,11 +16,11 @@ from llmdash.lab.render import (
     NAMED_COLOURS,
     WARMUP_LABEL,
     axis_limits,
+    figure_height_in,
     format_value,
     histogram_caps,
     legend_entries,
     markdown_text,
-    figure_height_in,
     panel_box,
     render_dashboard,
     shaded_regions,
@@ -30,8 +29,9 @@ from llmdash.lab.render import (
     threshold_lines,
     tick_label,
 )
+from tests.support import paths
 
-GENERATED = Path(__file__).resolve().parent.parent / "generated" / "dashboards"
+GENERATED = paths.GENERATED / "dashboards"
 ORIGIN = 10_000.0
 
 

@@ -21,8 +21,8 @@ from llmdash.lab.logs import sglang_log
 from llmdash.lab.promserver import find_binary
 from llmdash.lab.scenarios import Traffic, build
 from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, alert_names, render_rules
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ENABLED = Config(logs=Logs(enabled=True))
 
 # Lines as the engines print them (engines/*.yaml `logs:` cites each format), with what they add.

@@ -6,23 +6,28 @@ prompts, paused-gauge blips, TP-rank duplicates)."""
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-from llmdash.build import build_rule_files
 from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.panels.recorded import RecordedNames
-from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, SIGNAL_MISSING, TTFT_HIGH, inhibit_rules,
-                                    render_rules)
-from tests import rule_scenarios as sc
-from tests.rule_scenarios import Replica
+from llmdash.rules.generate import (
+    DIVERGENCE,
+    ITL_HIGH,
+    PREEMPTIONS_HIGH,
+    SIGNAL_MISSING,
+    TTFT_HIGH,
+    inhibit_rules,
+    render_rules,
+)
+from tests.support import rule_scenarios as sc
+from tests.support.builds import default_rules
+from tests.support.paths import ROOT
+from tests.support.rule_scenarios import Replica
 
-ROOT = Path(__file__).resolve().parents[1]
 SPECS = load_all()
-RULES = build_rule_files(Config())
 NAMES = RecordedNames(Config())
 PROMTOOL = shutil.which("promtool")
 
@@ -57,7 +62,7 @@ def never_fired(alerts, **matchers) -> dict:
 
 def run_promtool(promtool, tmp_path, spec, replicas, checks, roles=None) -> None:
     rules = tmp_path / f"{spec.id}.rules.yaml"
-    rules.write_text(render_rules(RULES[spec.id]))
+    rules.write_text(render_rules(default_rules()[spec.id]))
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": sc.input_series(spec, replicas, roles), "promql_expr_test": checks}]}
     path = tmp_path / "test.yaml"
@@ -67,9 +72,9 @@ def run_promtool(promtool, tmp_path, spec, replicas, checks, roles=None) -> None
 
 
 @pytest.mark.parametrize("engine", sorted(SPECS))
-def test_rule_files_pass_promtool_check(promtool, tmp_path, engine):
+def test_rule_files_pass_promtool_check(promtool, tmp_path, engine, default_rules):
     path = tmp_path / "rules.yaml"
-    path.write_text(render_rules(RULES[engine]))
+    path.write_text(render_rules(default_rules[engine]))
     result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -201,8 +206,8 @@ def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promt
                  roles=("throughput", "requests", "itl", "tpot", "ttft", "running", "kv_usage", "waiting"))
 
 
-def test_alert_labels_are_the_aggregation_labels_only():
-    for engine, model in RULES.items():
+def test_alert_labels_are_the_aggregation_labels_only(default_rules):
+    for engine, model in default_rules.items():
         for rule in model["groups"][0]["rules"]:
             assert "engine" not in rule["labels"] and rule["labels"]["llm_engine"] == engine
             # no selector but the catalog's own defaults (NIM's job="nim")
@@ -212,8 +217,8 @@ def test_alert_labels_are_the_aggregation_labels_only():
             assert "job=" not in expr and "namespace=" not in expr
 
 
-def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the_file():
-    for model in RULES.values():
+def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the_file(default_rules):
+    for model in default_rules.values():
         for rule in model["groups"][0]["rules"]:
             if "alert" in rule:
                 assert set(rule["labels"]) <= {"llm_engine", "severity", "signal"}

@@ -8,7 +8,7 @@ from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import load_config
 from llmdash.errors import EXIT_USAGE, LlmdashError
 from llmdash.rules.generate import DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, TTFT_HIGH
-from tests.test_catalog import ENGINES
+from tests.support.catalogs import ENGINES
 
 TEMPLATE = "https://git.example.com/ops/llmdash/blob/main/docs/runbooks/{alertname}.md"
 

@@ -229,7 +229,9 @@ def _histogram(spec: EngineSpec, source: Source, labels: dict, traffic: list[Tra
 
     buckets = {}
     for bound in bounds:
-        share = lambda t, b=bound: ((1 - t.slow_share) if fast <= b else 0) + (t.slow_share if slow_of(t) <= b else 0)
+        def share(t: Traffic, b: float = bound) -> float:
+            return ((1 - t.slow_share) if fast <= b else 0) + (t.slow_share if slow_of(t) <= b else 0)
+
         le = "+Inf" if bound == float("inf") else spec.le(bound)
         buckets[le] = _counter(traffic, lambda t, s=share: per_minute(t) / 60 * s(t))
     total = _counter(traffic, lambda t: per_minute(t) / 60)
