@@ -14,15 +14,7 @@ from llmdash.delivery.grafana import Connection, GrafanaError, LegacyApi, resolv
 from llmdash.delivery.publish import PublishOptions, content_hash, publish, stamp_of
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, EXIT_REMOTE, EXIT_USAGE, LlmdashError
 from tests.support.fake_grafana import FakeGrafana
-from tests.support.publishing import (
-    FOLDER,
-    TOKEN,
-    RacesAnEdit,
-    built,
-    edit_itl_query,
-    itl_query,
-    make_dashboard,
-)
+from tests.support.publishing import FOLDER, TOKEN, RacesAnEdit, built, edit_itl_query, itl_query, make_dashboard
 
 pytestmark = pytest.mark.publish
 

@@ -14,8 +14,8 @@ import pytest
 
 from llmdash.build import build_dashboards
 from llmdash.config import load_config
-from llmdash.engines.catalog import load_all, load_engine
 from llmdash.lab.evaluate import evaluate_dashboard
+from llmdash.engines.catalog import load_all, load_engine
 from llmdash.lab.exposition import simulated_engines
 from llmdash.lab.scenarios import PRIMARY, SECONDARY
 
@@ -239,8 +239,8 @@ def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
 # ---- the harness itself: variable substitution, Grafana's region merging, a missing binary ----------
 
 def test_grafana_variables_are_substituted_as_all():
-    from llmdash.errors import LlmdashError
     from llmdash.lab.evaluate import substitute, variable_values
+    from llmdash.errors import LlmdashError
 
     dashboard = {"templating": {"list": [
         {"name": "datasource", "type": "datasource"},
@@ -264,8 +264,8 @@ def test_annotation_regions_merge_like_grafana():
 
 
 def test_missing_prometheus_says_how_to_install_it(monkeypatch):
-    from llmdash.errors import LlmdashError
     from llmdash.lab import promserver
+    from llmdash.errors import LlmdashError
 
     monkeypatch.setattr(promserver.shutil, "which", lambda name: None)
     monkeypatch.setattr(promserver.os, "access", lambda path, mode: False)

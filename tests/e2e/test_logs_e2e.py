@@ -23,10 +23,8 @@ from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.logs import sglang_log
-from llmdash.lab.mtail import INSTALL_HINT as MTAIL_HINT
-from llmdash.lab.mtail import MtailServer
-from llmdash.lab.promserver import INSTALL_HINT as PROMETHEUS_HINT
-from llmdash.lab.promserver import PrometheusServer, find_binary
+from llmdash.lab.mtail import INSTALL_HINT as MTAIL_HINT, MtailServer
+from llmdash.lab.promserver import INSTALL_HINT as PROMETHEUS_HINT, PrometheusServer, find_binary
 from llmdash.lab.scenarios import Traffic, build
 from llmdash.rules.generate import LOG_PREEMPTIONS_HIGH, build_rules, render_rules
 

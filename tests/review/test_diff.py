@@ -7,7 +7,6 @@ import random
 import pytest
 import yaml
 
-from llmdash.errors import LlmdashError
 from llmdash.review.diff import (
     BuildOutput,
     Change,
@@ -19,6 +18,7 @@ from llmdash.review.diff import (
     render_markdown,
     render_text,
 )
+from llmdash.errors import LlmdashError
 from tests.support import paths
 
 ITL_EXPR = 'histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{model_name=~"$model_name"}[$__rate_interval])))'
@@ -453,7 +453,6 @@ def test_default_compares_committed_generated_with_working_tree(repo, tmp_path):
 
 def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
     from click.testing import CliRunner
-
     from llmdash.cli import review as cli_review
     monkeypatch.chdir(repo)
     runner = CliRunner()
@@ -467,7 +466,6 @@ def test_diff_command_exit_codes_and_markdown(repo, monkeypatch):
 
 def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
     from click.testing import CliRunner
-
     from llmdash.cli import review as cli_review
     (repo / "broken").write_text("")
     _git(repo, "add", "broken")
@@ -482,7 +480,6 @@ def test_failed_build_of_a_revision_is_one_line(repo, monkeypatch):
 
 def test_unknown_revision_is_one_line_exit_2(repo, monkeypatch):
     from click.testing import CliRunner
-
     from llmdash.cli.review import diff_command
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(diff_command, ["no-such-revision", "HEAD"])
@@ -514,7 +511,6 @@ def _group_with(command):
 
 def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monkeypatch):
     from click.testing import CliRunner
-
     from llmdash.cli import review as cli_review
     llmdash = _group_with(cli_review.diff_command)
     monkeypatch.chdir(repo)
@@ -540,7 +536,6 @@ def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monke
 
 def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     from click.testing import CliRunner
-
     from llmdash.cli import review as cli_review
     llmdash = _group_with(cli_review.diff_command)
     monkeypatch.chdir(repo)
@@ -580,7 +575,6 @@ def test_generated_dashboards_exist_for_the_test_above():
 
 def test_outside_a_git_checkout_the_files_on_disk_are_the_committed_side(repo, tmp_path):
     import shutil
-
     from llmdash.cli.review import compare
     shutil.rmtree(repo / ".git")
     report, old_label, _ = compare(None, None, repo, tmp_path / "work")

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from llmdash.cli import review as cli_review
-from llmdash.errors import LlmdashError
 from llmdash.review.layout import changed_panels, render_layout
+from llmdash.errors import LlmdashError
 from tests.review.test_diff import ITL_WHERE, _dashboard, _panel, _panel_by_title, repo  # noqa: F401  (repo is a fixture)
 
 

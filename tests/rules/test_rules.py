@@ -13,15 +13,8 @@ import yaml
 from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.panels.recorded import RecordedNames
-from llmdash.rules.generate import (
-    DIVERGENCE,
-    ITL_HIGH,
-    PREEMPTIONS_HIGH,
-    SIGNAL_MISSING,
-    TTFT_HIGH,
-    inhibit_rules,
-    render_rules,
-)
+from llmdash.rules.generate import (DIVERGENCE, ITL_HIGH, PREEMPTIONS_HIGH, SIGNAL_MISSING, TTFT_HIGH, inhibit_rules,
+                                    render_rules)
 from tests.support import rule_scenarios as sc
 from tests.support.builds import default_rules
 from tests.support.paths import ROOT
