@@ -1,4 +1,5 @@
-"""`llmdash provision DIR`: a file-provisioning layout Grafana can load as-is (grafana.md §3)."""
+"""`llmdash provision DIR`: a file-provisioning layout Grafana can load as-is
+(Grafana's docs/sources/administration/provisioning/index.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A fake Grafana HTTP API on 127.0.0.1 for publish tests (no Grafana can be installed in CI).
 
-It reproduces only what /work/shared/reference/grafana.md §1-3 documents; every rule
-names the Grafana source file it follows so a reader can check it against upstream.
+It reproduces only behaviour that Grafana's own sources document: every rule names the file of
+the grafana/grafana repository (code under pkg/, or a page under docs/sources/) it follows, so a
+reader can check it against upstream.
 It records every request so tests can count writes, and can inject 5xx answers,
 slow answers, answers sent after the request was applied (or a reset instead of one),
 arbitrary payloads (a hostile or broken server), UI edits and file-provisioned dashboards.
@@ -30,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-# pkg/util/shortid_generator.go: uid characters and length (grafana.md §1.1).
+# pkg/util/shortid_generator.go: uid characters and length.
 UID_PATTERN = re.compile(r"^[a-zA-Z0-9\-_]*$")
 
 
@@ -159,7 +160,8 @@ class FakeGrafana:
         return "default" if self.org_id == 1 else f"org-{self.org_id}"
 
     def provision(self, dashboard: dict, folder_uid: str = "") -> None:
-        """A file-provisioned dashboard whose provider has allowUiUpdates: false (grafana.md §3)."""
+        """A file-provisioned dashboard whose provider has allowUiUpdates: false
+        (docs/sources/administration/provisioning/index.md, pkg/services/provisioning/dashboards/file_reader.go)."""
         model = copy.deepcopy(dashboard)
         self.dashboards[model["uid"]] = StoredDashboard(self._new_id(), model, 1, folder_uid, provisioned=True)
         self.touch(self.dashboards[model["uid"]])
@@ -246,7 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
             pass                                  # the client timed out and left
 
     def _role(self) -> str | None:
-        """grafana.md §1.7: Bearer service-account token or basic auth; anything else is anonymous."""
+        """Bearer service-account token or basic auth; anything else is anonymous
+        (docs/sources/developer-resources/api-reference/http-api/authentication.md)."""
         g = self.grafana
         header = self.headers.get("Authorization", "")
         if header.startswith("Bearer "):
@@ -262,13 +265,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, body):
         g = self.grafana
         if path == "/api/health" and method in ("GET", "HEAD"):
-            # pkg/api/health.go (grafana.md §1.4): unauthenticated; 503 when the DB probe fails.
+            # pkg/api/health.go: unauthenticated; 503 when the DB probe fails.
             payload = {"commit": "fake", "database": g.database, "version": g.version}
             return (200 if g.database == "ok" else 503), payload
 
         role = self._role()
         if role is None:
-            # grafana.md §1.1 error table, 401 row (modern body shape).
+            # 401 without valid credentials, in the body shape current Grafana sends (messageId auth.unauthorized).
             return 401, {"message": "Unauthorized", "messageId": "auth.unauthorized", "statusCode": 401}
         if body is ValueError:
             # pkg/api/dashboard.go: a body that does not bind is 400 "bad request data".
@@ -293,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return 403, {"message": "Access denied to save dashboard"}
             return self._save_dashboard(body or {})
         if method == "POST" and path == "/api/annotations":
-            # pkg/api/annotations.go (grafana.md §1.5): needs annotations:create; text required.
+            # pkg/api/annotations.go: needs annotations:create; text required.
             if not can_write:
                 return 403, {"message": "Access denied"}
             if not (body or {}).get("text"):
@@ -303,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         return 404, {"message": "Not found"}
 
     def _folders(self, method: str, path: str, body, can_write: bool):
-        # pkg/api/folder.go, pkg/api/apierrors/folder.go (grafana.md §1.3).
+        # pkg/api/folder.go, pkg/api/apierrors/folder.go.
         g = self.grafana
         if method == "GET" and path.startswith("/api/folders/"):
             folder = g.folders.get(path.rsplit("/", 1)[1])
@@ -325,7 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
             g.add_folder(uid, title)
             return 200, {**g.folders[uid], "url": f"/dashboards/f/{uid}/"}
         if method == "DELETE" and path.startswith("/api/folders/"):
-            # DELETE /api/folders/:uid deletes every dashboard inside (grafana.md §1.3).
+            # DELETE /api/folders/:uid deletes every dashboard inside (pkg/api/folder.go).
             uid = path.rsplit("/", 1)[1]
             if uid not in g.folders:
                 return 404, {"status": "not-found", "message": "folder not found"}
@@ -338,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
         return 404, {"message": "Not found"}
 
     def _get_dashboard(self, uid: str):
-        # pkg/api/dashboard.go + pkg/api/dtos/dashboard.go (grafana.md §1.2): stored JSON with
+        # pkg/api/dashboard.go + pkg/api/dtos/dashboard.go: stored JSON with
         # id/uid/version overwritten from the DB row, and a meta block.
         g = self.grafana
         stored = g.dashboards.get(uid)
@@ -422,7 +425,8 @@ def _fault_payload(fault: Fault):
 
 
 def _stored(model: dict, title: str) -> dict:
-    """The legacy SQL store keeps the JSON verbatim apart from id/uid/version/title (grafana.md §1.1)."""
+    """The legacy SQL store keeps the JSON verbatim apart from id/uid/version/title
+    (pkg/services/dashboards/models.go)."""
     kept = copy.deepcopy(model)
     kept.pop("id", None)
     kept.pop("version", None)
