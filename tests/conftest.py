@@ -19,6 +19,8 @@ from tests.support.fake_grafana import FakeGrafana
 from tests.support.paths import ROOT
 
 E2E_DIR = ROOT / "tests" / "e2e"
+# Fixtures that hand a test a real Prometheus-family binary or server: such a test is end-to-end wherever it is.
+REAL_SERVER_FIXTURES = {"promtool", "mtail_binary", "prometheus_scenarios"}
 
 
 def _shared(value):
@@ -103,9 +105,10 @@ SLOWEST_FIRST = ("test_rules.py", "test_e2e.py", "test_hostile_input.py", "test_
 
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
-    """Everything under tests/e2e/ is e2e; whatever is neither e2e nor publish is unit (`make test-unit`)."""
+    """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
+    neither e2e nor publish is unit (`make test-unit`)."""
     for item in items:
-        if item.path.is_relative_to(E2E_DIR):
+        if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
         if not (item.get_closest_marker("e2e") or item.get_closest_marker("publish")):
             item.add_marker(pytest.mark.unit)

@@ -342,6 +342,7 @@ def half_renamed(out: Path, expected: dict[str, bytes]):
     return lambda: any(regular_file_text(out / rel) == content.decode() for rel, content in expected.items())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, signum):
     out = tmp_path / "gen"
@@ -355,6 +356,7 @@ def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, 
     assert leftovers(out) == []
 
 
+@pytest.mark.e2e
 def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_build):
     out = tmp_path / "gen"
     new = {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
@@ -371,6 +373,7 @@ def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_
             assert leftovers(out) == []
 
 
+@pytest.mark.e2e
 def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, fresh_build):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
@@ -387,6 +390,7 @@ def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_
     assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}
 
 
+@pytest.mark.e2e
 def test_parallel_builds_over_a_stale_tree_all_succeed(tmp_path, fresh_build):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
@@ -428,6 +432,7 @@ def test_provision_with_a_fifo_named_json_does_not_hang(tmp_path):
     assert (target / "dashboards" / "vllm.json").is_file()
 
 
+@pytest.mark.e2e
 def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
     target = tmp_path / "gitops"
     assert llmdash("provision", str(target)).returncode == 0

@@ -202,7 +202,8 @@ def test_the_limit_counts_utf8_bytes_of_the_data(tmp_path, default_build):
     dashboards["vllm"]["description"] += "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 + 10)
     with pytest.raises(LlmdashError):
         manifest_files(dashboards, {}, KubernetesSettings())
-    dashboards["vllm"]["description"] = default_build["vllm"]["description"] + "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 - 10)
+    padding = "é" * ((CONFIGMAP_MAX_BYTES - size) // 2 - 10)
+    dashboards["vllm"]["description"] = default_build["vllm"]["description"] + padding
     assert manifest_files(dashboards, {}, KubernetesSettings())
 
 
@@ -222,7 +223,8 @@ def test_rerun_rewrites_nothing_and_a_dropped_engine_is_removed(tmp_path, defaul
     write_manifests(default_build, default_rules, tmp_path, KubernetesSettings())
     assert write_manifests(default_build, default_rules, tmp_path, KubernetesSettings()) == []
     fewer = {k: v for k, v in default_build.items() if k != "lmdeploy"}
-    lines = write_manifests(fewer, {k: v for k, v in default_rules.items() if k != "lmdeploy"}, tmp_path, KubernetesSettings())
+    fewer_rules = {k: v for k, v in default_rules.items() if k != "lmdeploy"}
+    lines = write_manifests(fewer, fewer_rules, tmp_path, KubernetesSettings())
     assert f"removed {tmp_path}/sidecar/llmdash-lmdeploy.yaml" in lines
     assert not list(tmp_path.rglob("llmdash-lmdeploy.yaml"))
     kustomization = yaml.safe_load((tmp_path / "sidecar/kustomization.yaml").read_text())

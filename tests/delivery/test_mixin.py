@@ -17,6 +17,7 @@ from tests.support.paths import ROOT
 MIXIN = ROOT / "generated" / "mixin"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["prometheus_alerts.yaml", "prometheus_rules.yaml"])
 def test_mixin_rule_files_pass_promtool_check(name):
     promtool = shutil.which("promtool")

@@ -5,7 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.e2e   # real git repositories, a clone of this one, builds of both revisions
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid"}

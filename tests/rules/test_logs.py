@@ -185,6 +185,7 @@ def _series(labels: dict[str, str], values: str) -> dict:
     return {"series": "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("replica_labels, pages", [
     (("pod",), ["a"]),     # joined per pod: only the replica without the metric pages
     ((), []),              # default, per fleet group: pod b exports the metric, so the namespace is silent
