@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check test test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
@@ -12,6 +12,7 @@ help:
 	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
+	@echo "make test-unit     the tests marked neither e2e nor publish (no real Prometheus, no fake Grafana), < 1 min"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
@@ -47,6 +48,9 @@ PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
 test: deps check
 	$(PYTEST)
+
+test-unit: install
+	$(PYTEST) -m unit
 
 test-e2e: deps install
 	$(PYTEST) -m e2e

@@ -1,12 +1,71 @@
-"""Session fixtures for the end-to-end tests: one real Prometheus with every scenario backfilled."""
+"""Fixtures every layer's tests share, the markers the folders imply, and the order files start in.
+
+Session fixtures are built once per pytest-xdist worker (each worker is its own session), lazily: a
+module that does not ask for a build does not pay for it, and nothing is built while collecting.
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
 from llmdash.errors import LlmdashError
+from tests.support import builds
+from tests.support.catalogs import copy_catalog
+from tests.support.fake_grafana import FakeGrafana
+from tests.support.paths import ROOT
+
+E2E_DIR = ROOT / "tests" / "e2e"
+# Fixtures that hand a test a real Prometheus-family binary or server: such a test is end-to-end wherever it is.
+REAL_SERVER_FIXTURES = {"promtool", "mtail_binary", "prometheus_scenarios"}
+
+
+def _shared(value):
+    """Yield `value` to every test of the session, then fail if one changed it in place."""
+    before = json.dumps(value, sort_keys=True)
+    yield value
+    assert json.dumps(value, sort_keys=True) == before, "a test changed a shared build in place: copy it first"
+
+
+@pytest.fixture(scope="session")
+def default_build() -> dict[str, dict]:
+    """Dashboard name -> model, as `llmdash build` writes them with no config (engines and fleet)."""
+    yield from _shared(builds.default_dashboards())
+
+
+@pytest.fixture(scope="session")
+def default_rules() -> dict[str, dict]:
+    """Engine -> rule file, as `llmdash build` writes them with no config."""
+    yield from _shared(builds.default_rules())
+
+
+@pytest.fixture
+def catalog_copy(tmp_path: Path) -> Path:
+    """A private copy of the shipped vLLM catalog, for a test to break."""
+    return copy_catalog(tmp_path)
+
+
+@pytest.fixture
+def start_grafana():
+    """start_grafana(tls=None, **settings) -> a fake Grafana serving on 127.0.0.1, stopped after the test."""
+    started: list[FakeGrafana] = []
+
+    def start(tls=None, **settings) -> FakeGrafana:
+        started.append(FakeGrafana(**settings).start(tls=tls))
+        return started[-1]
+
+    yield start
+    for fake in started:
+        fake.stop()
+
+
+@pytest.fixture
+def grafana(start_grafana) -> FakeGrafana:
+    """A Grafana 11 that knows only the default token; a module needing another Grafana overrides it."""
+    return start_grafana()
 
 
 @pytest.fixture(scope="session")
@@ -16,9 +75,9 @@ def prometheus_scenarios():
     One server for the whole session: simulating and backfilling all scenarios is the
     expensive part. A missing `prometheus` binary fails the tests with the install hint.
     """
-    from llmdash.lab.promserver import PrometheusServer, load_scenarios
     from llmdash.engines.catalog import load_all
     from llmdash.lab.emitters import simulated_engines
+    from llmdash.lab.promserver import PrometheusServer, load_scenarios
     from llmdash.lab.scenarios import CLASSIC_SCENARIOS
 
     started = time.monotonic()
@@ -44,6 +103,14 @@ SLOWEST_FIRST = ("test_rules.py", "test_e2e.py", "test_hostile_input.py", "test_
                  "test_hostile_network.py", "test_logs_e2e.py")
 
 
+@pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
+    """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
+    neither e2e nor publish is unit (`make test-unit`)."""
+    for item in items:
+        if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        if not (item.get_closest_marker("e2e") or item.get_closest_marker("publish")):
+            item.add_marker(pytest.mark.unit)
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: files keep their own order

@@ -5,7 +5,8 @@ import re
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 # Lower number = lower layer. A module may import its own layer or any layer below it.

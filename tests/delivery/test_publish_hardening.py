@@ -24,7 +24,7 @@ from llmdash.cli.delivery import publish_command
 from llmdash.config import Config
 from llmdash.delivery.transport import MAX_BODY_BYTES
 from llmdash.errors import EXIT_OK, EXIT_REMOTE, EXIT_USAGE
-from tests.fake_grafana import FakeGrafana, RawServer
+from tests.support.fake_grafana import FakeGrafana, RawServer
 
 pytestmark = pytest.mark.publish
 
