@@ -17,7 +17,8 @@ MESSAGE_CHARS = 200     # server or file text quoted in one error line
 MASK = "***"
 
 # user:password@ in any URL-looking text, and the usual token/password query or header forms
-_URL_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+# Quantifiers bounded so a long line without "://" or "@" costs linear time, not quadratic.
+_URL_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)[^/\s@]{0,1024}@")
 _KEY_VALUE = re.compile(
     r"(?i)((?:access_?token|api_?key|token|password|passwd|secret|authorization)[\"']?\s*[=:]\s*[\"']?)"
     r"(?:bearer\s+|basic\s+)?[^\s\"'&,;]+")
