@@ -67,7 +67,7 @@ def page(engine: str, scenario: str = "steady", at_s: float = 900.0) -> str:
 
 class Routes:
     """An HTTP server on 127.0.0.1 answering each path from `answer(path, query, headers)` ->
-    (status, body); the requests it saw are in `.seen`."""
+    (status, body[, headers]); the requests it saw are in `.seen`."""
 
     def __init__(self, answer):
         self.seen: list[tuple[str, dict]] = []
@@ -77,9 +77,11 @@ class Routes:
             def do_GET(self):  # noqa: N802 - http.server's name
                 parts = urlsplit(self.path)
                 routes.seen.append((parts.path, dict(self.headers)))
-                status, body = answer(parts.path, parts.query, self.headers)
+                status, body, *headers = answer(parts.path, parts.query, self.headers)
                 body = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
+                for name, value in (headers[0] if headers else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

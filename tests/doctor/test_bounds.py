@@ -4,12 +4,13 @@ stays under PEAK_MB and finishes within its deadline, with one line and exit 2 o
 
 from __future__ import annotations
 
+import base64
 import time
 
 import pytest
 
 from llmdash.doctor.inventory import MAX_METRICS_BYTES, MAX_PROMETHEUS_BYTES
-from tests.doctor.servers import PEAK_MB, RawServer, assert_one_line, measured, page
+from tests.doctor.servers import PEAK_MB, RawServer, Routes, assert_one_line, measured, page
 
 DEFAULT_DEADLINE_S = 60
 
@@ -80,6 +81,38 @@ def test_an_endless_answer_stops_at_the_cap(flag, head, item, message):
         result = measured(flag, f"http://127.0.0.1:{server.port}/metrics")
     within_bounds(result)
     assert_one_line(result, 3, message)
+
+
+def redirect_with_an_endless_body(conn, stop):
+    """A redirect whose body never ends: requests reads a redirect's whole body before following it."""
+    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nConnection: close\r\n\r\n")
+    chunk = b"x" * 65536
+    for _ in range(4 * MAX_PROMETHEUS_BYTES // len(chunk)):
+        if stop.is_set():
+            return
+        conn.sendall(chunk)
+
+
+def test_a_redirect_is_followed_without_reading_its_body():
+    with RawServer(redirect_with_an_endless_body) as server:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        result = measured("--metrics", url)
+    within_bounds(result)
+    assert_one_line(result, 3, f"{url}: more than 5 redirects")
+
+
+def test_a_redirect_on_the_same_server_keeps_the_credentials():
+    text = page("vllm").encode()
+
+    def answer(path, query, headers):
+        if headers.get("Authorization") != "Basic " + base64.b64encode(b"u:pw").decode():
+            return 401, b"who?"
+        return (200, text) if path == "/metrics/" else (301, b"", {"Location": "/metrics/"})
+
+    with Routes(answer) as server:
+        result = measured("--metrics", f"http://u:pw@127.0.0.1:{server.port}/metrics")
+    assert result["returncode"] == 0, result["stderr"]
+    assert [path for path, _ in server.seen] == ["/metrics", "/metrics/"]
 
 
 def trickle_headers(conn, stop):
