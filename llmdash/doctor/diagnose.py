@@ -1,12 +1,13 @@
 """Will each panel, annotation and rule have data on these series, and if not, why?
 
-The engine is recognised by which catalog series are present, or, when none is, by a series under
-its catalog's name prefix (`vllm:`); the versions consistent with the series present follow from
-each metric's since/removed_in/hidden_in and from the labels the series carry (labels_since). Then every expression the build generates for that engine is parsed and
-walked: a selector has data when some series of its name satisfies all its matchers; `a or b` has data when either side has; `a unless b`
-when `a` has; any other operator or function needs all of its operands. A recorded series or
-ALERTS has data when one of the rules that produce it has. Values are never evaluated: a
-panel can be "filled" and show zero.
+The engine is recognised by which catalog series are present, or by a series under its catalog's
+name prefix (`vllm:`), which a release newer than the catalog may be alone in exporting. The
+versions consistent with the series present follow from each metric's since/removed_in/hidden_in
+and from the labels the series carry (labels_since). Then every expression the build generates for
+that engine is parsed and walked: a selector has data when some series of its name satisfies all
+its matchers; `a or b` has data when either side has; `a unless b` when `a` has; any other operator
+or function needs all of its operands. A recorded series or ALERTS has data when one of the rules
+that produce it has. Values are never evaluated: a panel can be "filled" and show zero.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ stays under PEAK_MB and finishes within its deadline, with one line and exit 2 o
 from __future__ import annotations
 
 import base64
+import json
 import time
 
 import pytest
@@ -81,6 +82,30 @@ def test_an_endless_answer_stops_at_the_cap(flag, head, item, message):
         result = measured(flag, f"http://127.0.0.1:{server.port}/metrics")
     within_bounds(result)
     assert_one_line(result, 3, message)
+
+
+def answers_filling_the_cap(kind: str) -> tuple[bytes, bytes]:
+    """(names answer, series answer), one of them just under MAX_PROMETHEUS_BYTES of distinct items."""
+    item = (lambda i: f"vllm:a_name_nobody_exports_{i:012d}") if kind == "names" else \
+        (lambda i: {"__name__": "vllm:num_requests_running", "pod": f"pod-{i:017d}"})
+    items = [item(i) for i in range((MAX_PROMETHEUS_BYTES - 100) // len(json.dumps([item(0)] * 2)) * 2)]
+    if kind == "names":
+        return json.dumps({"status": "success", "data": items}).encode(), b'{"status":"success","data":[]}'
+    return (b'{"status":"success","data":["vllm:num_requests_running"]}',
+            json.dumps({"status": "success", "data": items}).encode())
+
+
+@pytest.mark.parametrize("kind", ["names", "series"])
+def test_prometheus_answers_up_to_the_cap_are_read(kind):
+    names, series = answers_filling_the_cap(kind)
+    assert MAX_PROMETHEUS_BYTES * 0.9 < len(names) + len(series) <= MAX_PROMETHEUS_BYTES
+    with Routes(lambda path, *_: (200, names if path.endswith("/values") else series)) as server:
+        result = measured("--prometheus", f"http://127.0.0.1:{server.port}")
+    within_bounds(result)
+    if kind == "names":
+        assert_one_line(result, 2, "no series of any engine catalog")
+    else:
+        assert result["returncode"] == 1, result["stderr"]
 
 
 def redirect_with_an_endless_body(conn, stop):
