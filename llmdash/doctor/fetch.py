@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from urllib.parse import urljoin
 
 import requests
 import urllib3
@@ -20,6 +21,7 @@ from llmdash.errors import EXIT_REMOTE, LlmdashError
 
 TIMEOUT_S = 10.0         # connect, and each read
 CHUNK_BYTES = 64 * 1024
+MAX_REDIRECTS = 5
 
 
 class AnswerTooLarge(Exception):
@@ -124,19 +126,17 @@ class Client:
     def get(self, url: str, shown: str, limit: int, params: dict | None = None,
             accept: str = "*/*") -> tuple[int, bytearray]:
         """(status, body) of GET `url`; `shown` names it in errors; AnswerTooLarge past `limit` bytes."""
-        if self.deadline.expired:
-            raise self._late(shown)
         _current.deadline = self.deadline
         try:
-            timeout = max(min(TIMEOUT_S, self.deadline.remaining()), 0.001)
-            with self.session.get(url, params=params, timeout=timeout, stream=True,
-                                  headers={"Accept": accept}) as response:
-                body = bytearray()
-                for chunk in response.iter_content(CHUNK_BYTES):
-                    body += chunk
-                    if len(body) > limit:
-                        raise AnswerTooLarge
-                status = response.status_code
+            for _ in range(MAX_REDIRECTS + 1):
+                if self.deadline.expired:
+                    raise self._late(shown)
+                status, body, url = self._once(url, params, limit, accept)
+                if url is None:
+                    break
+                params = None
+            else:
+                raise LlmdashError(f"{shown}: more than {MAX_REDIRECTS} redirects", EXIT_REMOTE)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             if self.deadline.expired:
                 raise self._late(shown) from None
@@ -146,6 +146,21 @@ class Client:
         if self.deadline.expired:       # a body without a length, cut short by the shutdown, ends like a whole one
             raise self._late(shown)
         return status, body
+
+    def _once(self, url: str, params: dict | None, limit: int, accept: str) -> tuple[int, bytearray, str | None]:
+        """One GET: (status, body, None), or for a redirect (status, b"", where to), its body unread:
+        requests would read a redirect's whole body, however long, before following it."""
+        timeout = max(min(TIMEOUT_S, self.deadline.remaining()), 0.001)
+        with self.session.get(url, params=params, timeout=timeout, stream=True, allow_redirects=False,
+                              headers={"Accept": accept}) as response:
+            if response.is_redirect:
+                return response.status_code, bytearray(), urljoin(response.url, response.headers["location"])
+            body = bytearray()
+            for chunk in response.iter_content(CHUNK_BYTES):
+                body += chunk
+                if len(body) > limit:
+                    raise AnswerTooLarge
+            return response.status_code, body, None
 
     def _late(self, shown: str) -> LlmdashError:
         return LlmdashError(f"{shown}: no complete answer within the {self.deadline.seconds:g}s deadline "

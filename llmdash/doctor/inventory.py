@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import requests
+
 from llmdash.doctor import printing
 from llmdash.doctor.fetch import AnswerTooLarge, Client
 from llmdash.errors import EXIT_REMOTE, LlmdashError
@@ -56,14 +58,16 @@ def checked_url(url: str, what: str) -> str:
     """`url` when the HTTP stack can request it; else one line naming it, exit 2."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port that is not a number in 0-65535
         host = parts.hostname
-        if host:
-            host.encode("idna")   # what the connection does: an empty or overlong label fails here
-    except (ValueError, UnicodeError):
+    except ValueError:
         raise LlmdashError(f"{what} {printing.url(url)}: not a valid URL") from None
     if parts.scheme not in ("http", "https") or not host:
         raise LlmdashError(f"{what} {printing.url(url)}: expected an http:// or https:// URL")
+    try:
+        requests.Request("GET", url).prepare()   # the parsing requests does before it connects
+        host.encode("idna")                      # and what connecting does: an empty or overlong label fails
+    except (requests.RequestException, ValueError, UnicodeError):
+        raise LlmdashError(f"{what} {printing.url(url)}: not a valid URL") from None
     return url
 
 
