@@ -52,7 +52,7 @@ class Detection:
     @property
     def versions(self) -> str:
         if self.since is None:
-            return "unknown (no catalog metric present)"
+            return "unknown: no catalog metric present"
         if self.mixed:
             return f"mixed: no single version exports all of them (newest since {self.since}, oldest gone in " \
                    f"{self.until})"
