@@ -25,7 +25,7 @@ def _seconds(_ctx, _param, value: float) -> float:
               help="A Prometheus to ask (GET /api/v1/series over the last hour, under the config's selectors).")
 @click.option("--metrics", "metrics", metavar="URL|FILE", default=None,
               help="A scraped /metrics page: an http(s) URL or a file.")
-@click.option("--deadline", type=float, default=DEADLINE_S, show_default=True, callback=_seconds,
+@click.option("--deadline", metavar="SECONDS", type=float, default=DEADLINE_S, show_default=True, callback=_seconds,
               help="Seconds the whole read of the URL may take: connecting, headers and bodies of every request.")
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
