@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -9,18 +10,36 @@ import click
 from llmdash.cli.build import config_of
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 
+DEADLINE_S = 60.0        # the whole read of a page or of a Prometheus, like publish's deadline of one request
+MAX_DEADLINE_S = 86400.0
+
+
+def _seconds(_ctx, _param, value: float) -> float:
+    if not (math.isfinite(value) and 0 < value <= MAX_DEADLINE_S):
+        raise click.BadParameter(f"expected seconds above 0 and at most {MAX_DEADLINE_S:g}, got {value:g}")
+    return value
+
 
 @click.command("doctor")
 @click.option("--prometheus", "prometheus_url", metavar="URL", default=None,
               help="A Prometheus to ask (GET /api/v1/series over the last hour, under the config's selectors).")
 @click.option("--metrics", "metrics", metavar="URL|FILE", default=None,
               help="A scraped /metrics page: an http(s) URL or a file.")
+@click.option("--deadline", metavar="SECONDS", type=float, default=DEADLINE_S, show_default=True, callback=_seconds,
+              help="Seconds the whole read of the URL may take: connecting, headers and bodies of every request.")
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str | None, output: str) -> None:
+def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str | None, deadline: float,
+                   output: str) -> None:
     """Recognise the engine(s) and versions behind the series, then say which panel queries, annotations
-    and rules will be empty, and why. Exit 0: all have data; 1: some will be empty; 2: bad input."""
+    and rules will be empty, and why.
+
+    Exit 0: all have data; 1: some will be empty; 2: bad input (a malformed URL, an unreadable file, a
+    page that is not Prometheus text, no engine recognised); 3: the server or network failed
+    (unreachable, an HTTP error, past --deadline, an answer too large or not the Prometheus API's JSON).
+    """
     from llmdash.doctor.diagnose import diagnose
+    from llmdash.doctor.fetch import Client
     from llmdash.doctor.inventory import PrometheusReader, read_metrics
     from llmdash.doctor.report import to_json, to_text
     from llmdash.engines.catalog import load_all
@@ -28,12 +47,16 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
     if (prometheus_url is None) == (metrics is None):
         raise LlmdashError("give exactly one of --prometheus URL or --metrics URL|FILE")
     config = config_of(ctx)
-    if metrics is not None:
-        inventory = read_metrics(metrics)
-    else:
-        wanted = {series for spec in load_all().values() for metric in spec.metrics.values()
-                  for series in metric.scraped_series}
-        inventory = PrometheusReader(prometheus_url, config.selectors).inventory(wanted)
+    client = Client(deadline)
+    try:
+        if metrics is not None:
+            inventory = read_metrics(metrics, client)
+        else:
+            wanted = {series for spec in load_all().values() for metric in spec.metrics.values()
+                      for series in metric.scraped_series}
+            inventory = PrometheusReader(prometheus_url, config.selectors, client).inventory(wanted)
+    finally:
+        client.close()
     reports = diagnose(inventory, config, from_scrape=metrics is not None)
     click.echo(to_json(inventory.source, reports) if output == "json" else to_text(inventory.source, reports))
     if any(report.empty for report in reports):

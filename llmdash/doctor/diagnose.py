@@ -1,18 +1,21 @@
 """Will each panel, annotation and rule have data on these series, and if not, why?
 
-The engine is recognised by which catalog series are present, and the versions consistent
-with them follow from each metric's since/removed_in/hidden_in and from the labels the series
-carry (labels_since). Then every expression the build generates for that engine is parsed and
-walked: a selector has data when some series of its name satisfies all its matchers; `a or b` has data when either side has; `a unless b`
-when `a` has; any other operator or function needs all of its operands. A recorded series or
-ALERTS has data when one of the rules that produce it has. Values are never evaluated: a
-panel can be "filled" and show zero.
+The engine is recognised by which catalog series are present, or by a series under its catalog's
+name prefix (`vllm:`), which a release newer than the catalog may be alone in exporting. The
+versions consistent with the series present follow from each metric's since/removed_in/hidden_in
+and from the labels the series carry (labels_since). Then every expression the build generates for
+that engine is parsed and walked: a selector has data when some series of its name satisfies all
+its matchers; `a or b` has data when either side has; `a unless b` when `a` has; any other operator
+or function needs all of its operands. A recorded series or ALERTS has data when one of the rules
+that produce it has. Values are never evaluated: a panel can be "filled" and show zero.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import itertools
+import os
 import re
 from dataclasses import dataclass, field, replace
 
@@ -24,6 +27,7 @@ from llmdash.config import Config
 from llmdash.vocabulary import FLEET
 from llmdash.dashboards.validate import substitute
 from llmdash.dashboards.walk import walk_panels
+from llmdash.doctor import printing
 from llmdash.doctor.inventory import Inventory
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
@@ -32,6 +36,9 @@ from llmdash.vocabulary import LOG_PREEMPTIONS
 
 ALERTS = "ALERTS"
 PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing
+VALUES_SHOWN = 5          # label values quoted when none matches
+VALUE_CHARS = 60          # of each
+RENAME_CANDIDATES = 256   # names the catalog does not know, compared with each absent one (difflib is quadratic)
 
 
 @dataclass
@@ -41,11 +48,13 @@ class Detection:
     spec: EngineSpec
     present: list[str]                  # catalog metrics (families) present
     missing: list[str]                  # catalog metrics absent
-    since: Version
+    since: Version | None               # None: none is present (recognised by the name prefix alone)
     until: Version | None               # first version that no longer exports one of them
 
     @property
     def versions(self) -> str:
+        if self.since is None:
+            return "unknown: no catalog metric present"
         if self.mixed:
             return f"mixed: no single version exports all of them (newest since {self.since}, oldest gone in " \
                    f"{self.until})"
@@ -53,16 +62,20 @@ class Detection:
 
     @property
     def mixed(self) -> bool:
-        return self.until is not None and self.until <= self.since
+        return self.since is not None and self.until is not None and self.until <= self.since
 
     def exports(self, metric: Metric) -> bool:
         """Whether some version consistent with the present series exports `metric`."""
+        if self.since is None or self.mixed:
+            return True
         gone = metric.exposed_until
-        return self.mixed or ((gone is None or gone > self.since) and (self.until is None or metric.since < self.until))
+        return (gone is None or gone > self.since) and (self.until is None or metric.since < self.until)
 
     @property
     def outside_catalog(self) -> bool:
         spec = self.spec
+        if self.since is None:
+            return False
         return self.since > spec.supported_to or (self.until is not None and self.until <= spec.supported_from)
 
 
@@ -96,6 +109,18 @@ def _metric_of_series(spec: EngineSpec) -> dict[str, Metric]:
     return {series: metric for metric in spec.metrics.values() for series in metric.scraped_series}
 
 
+def name_prefixes(spec: EngineSpec) -> tuple[str, ...]:
+    """The namespace every one of the engine's own (non-generic) series names starts with, separator
+    included ("vllm:", "tgi_"; "ray_vllm:" and "ray_vllm_" for Ray's two spellings); () without one."""
+    own = [m.name for m in spec.metrics.values() if not m.generic]
+    common = os.path.commonprefix(own) if own else ""
+    following = {name[len(common):len(common) + 1] for name in own}
+    if common and following <= {":", "_"}:
+        return tuple(sorted(common + separator for separator in following))
+    cut = max(common.rfind(":"), common.rfind("_"))
+    return (common[:cut + 1],) if cut > 0 else ()
+
+
 def _recognised(spec: EngineSpec, present: list[Metric]) -> bool:
     """One of the engine's own (non-generic) series is present; or, for an engine whose names are all
     generic (unprefixed, shared with other exporters), every required signal has a source present."""
@@ -108,11 +133,13 @@ def _recognised(spec: EngineSpec, present: list[Metric]) -> bool:
 
 
 def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection]:
-    """Every engine recognised by its series (see `_recognised`)."""
+    """Every engine recognised by its series (see `_recognised`) or by a series under its name prefix
+    (a release newer than the catalog may export only names the catalog does not list yet)."""
     found = []
     for spec in specs.values():
         present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.scraped_series)]
-        if not _recognised(spec, present):
+        prefixes = name_prefixes(spec)
+        if not _recognised(spec, present) and not (prefixes and any(n.startswith(prefixes) for n in inventory.series)):
             continue
         sinces = [m.since for m in present]
         untils = [m.exposed_until for m in present if m.exposed_until is not None]
@@ -122,7 +149,7 @@ def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection
             untils += unlabelled
         found.append(Detection(spec, [m.name for m in present],
                                [name for name in spec.metrics if spec.metrics[name] not in present],
-                               max(sinces), min(untils) if untils else None))
+                               max(sinces, default=None), min(untils) if untils else None))
     return found
 
 
@@ -190,7 +217,8 @@ class _Walker:
         for matcher in wanted:
             if not any(_matches(matcher, labels) for labels in series):
                 seen = sorted({labels.get(matcher.name, "") for labels in series})
-                shown = ", ".join(f'"{v}"' for v in seen[:5]) + (" …" if len(seen) > 5 else "")
+                shown = ", ".join(f'"{printing.text(v, self.inventory.secrets, VALUE_CHARS)}"'
+                                  for v in seen[:VALUES_SHOWN]) + (" …" if len(seen) > VALUES_SHOWN else "")
                 return [f"{name} has no series with label {_render(matcher)} (values present: {shown})"]
         return [f"{name} has no series with all of {', '.join(_render(m) for m in wanted)}"]
 
@@ -215,11 +243,19 @@ class _Walker:
                            f"{', '.join(others)}"
         # A name the catalog does not know yet, close to the missing one: most likely a rename in a release
         # newer than the catalog's.
-        unknown = [n for n in self.inventory.series if n not in self.metric_of]
-        close = difflib.get_close_matches(name, unknown, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(name, self.rename_candidates, n=1, cutoff=0.8)
         if close:
             return f"{name} absent; {close[0]} is present but not in the catalog (renamed in a newer release?)"
         return f"{name} absent"
+
+    @functools.cached_property
+    def rename_candidates(self) -> list[str]:
+        """The first RENAME_CANDIDATES names the catalog does not list, under the engine's name prefix
+        where it has one (a rename keeps it): a page with 50 000 of them must not take minutes."""
+        prefixes = name_prefixes(self.spec)
+        unknown = (n for n in self.inventory.series
+                   if n not in self.metric_of and (not prefixes or n.startswith(prefixes)))
+        return list(itertools.islice(unknown, RENAME_CANDIDATES))
 
     def derived_series(self, name: str) -> list[str]:
         if name in self.derived_problems:
@@ -292,7 +328,7 @@ def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[En
             raise LlmdashError(f"{inventory.source}: series of {', '.join(d.spec.id for d in detections)}, which "
                                f"the config does not build (engines: {', '.join(config.engine_ids)})")
         raise LlmdashError(f"{inventory.source}: no engine recognised: none of its {len(inventory.series)} "
-                           "series names is in an engine catalog")
+                           "series names is in an engine catalog or under an engine's name prefix")
     detected = replace(config, engines=tuple(d.spec.id for d in configured))  # build only what is being checked
     dashboards = {name: model for name, model in build_dashboards(detected).items() if name != FLEET}
     rules = build_rule_files(detected)

@@ -20,7 +20,8 @@ def to_json(source: str, reports: list[EngineReport]) -> str:
         detection = report.detection
         engines.append({
             "engine": detection.spec.id, "title": detection.spec.title,
-            "versions": {"since": str(detection.since), "until": str(detection.until) if detection.until else None,
+            "versions": {"since": str(detection.since) if detection.since else None,
+                         "until": str(detection.until) if detection.until else None,
                          "text": detection.versions, "catalog": detection.spec.versions},
             "present": detection.present, "missing": detection.missing, "notes": report.notes,
             "empty": len(report.empty), "checks": [_item(c) for c in report.checks]})

@@ -1,5 +1,6 @@
 """`llmdash doctor`: on the simulator's /metrics every query has data; remove or relabel a series and it
-names what goes empty and why; against a real Prometheus it reports per engine; bad input is one line, exit 2."""
+names what goes empty and why; against a real Prometheus it reports per engine; bad input is one line, exit 2
+(a server or network failure exit 3)."""
 
 from __future__ import annotations
 
@@ -204,18 +205,18 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--metrics", "/nonexistent/metrics.txt"], "cannot read metrics text"),
-    (["--metrics", "README.md"], "not Prometheus exposition text"),
-    (["--metrics", "http://127.0.0.1:{port}/metrics"], "unreachable"),
-    (["--prometheus", "http://127.0.0.1:{port}"], "unreachable"),
-    (["--prometheus", "ftp://127.0.0.1/"], "expected an http:// or https:// URL"),
-    ([], "give exactly one of"),
+@pytest.mark.parametrize("args, message, code", [
+    (["--metrics", "/nonexistent/metrics.txt"], "cannot read metrics text", 2),
+    (["--metrics", "README.md"], "not Prometheus exposition text", 2),
+    (["--prometheus", "ftp://127.0.0.1/"], "expected an http:// or https:// URL", 2),
+    ([], "give exactly one of", 2),
+    (["--metrics", "http://127.0.0.1:{port}/metrics"], "unreachable", 3),
+    (["--prometheus", "http://127.0.0.1:{port}"], "unreachable", 3),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, message):
+def test_bad_input_is_one_line_and_exit_2_a_network_failure_exit_3(args, message, code):
     port = _closed_port()
     result = doctor(*[a.format(port=port) for a in args])
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == code, result.stdout + result.stderr
     assert result.stdout == ""
     assert result.stderr.startswith("error: ") and message in result.stderr and result.stderr.count("\n") == 1
 
@@ -250,7 +251,7 @@ def test_a_metrics_url_is_read_over_http_and_credentials_never_echo(tmp_path):
         server.shutdown()
         server.server_close()
     assert result.returncode == 0 and "\nlmdeploy (LMDeploy):" in result.stdout
-    assert missing.returncode == 2 and "HTTP 404" in missing.stderr
+    assert missing.returncode == 3 and "HTTP 404" in missing.stderr
     assert "s3cret" not in result.stdout + result.stderr + missing.stderr
 
 
