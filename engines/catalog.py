@@ -72,6 +72,7 @@ ROLES = {
     "kv_usage": ("gauge",),
     "waiting": ("gauge",),
     "running": ("gauge",),
+    "errors": ("counter",),   # failed finished requests, counted among `requests` (availability SLOs)
 }
 REQUIRED_ROLES = ("throughput", "waiting", "running")
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).

@@ -8,6 +8,7 @@ labels, is `llmdash.panels.signals`' business.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from llmdash.vocabulary import BASELINE_QUANTILE
@@ -26,6 +27,13 @@ class Matcher:
 
     def render(self) -> str:
         return f'{self.label}{self.op}"{escape(self.value)}"'
+
+
+def bucket_bound(texts: tuple[str, ...]) -> Matcher:
+    """The `le` matcher of one bucket, given every text its bound may be stored under: the exporter's own (`1`)
+    and Prometheus 3's normalised float (`1.0`), so an exact-bucket read survives either."""
+    unique = tuple(dict.fromkeys(texts))
+    return Matcher("le", "=", unique[0]) if len(unique) == 1 else Matcher("le", "=~", "|".join(re.escape(t) for t in unique))
 
 
 def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
