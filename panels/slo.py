@@ -119,7 +119,7 @@ def bound_problem(spec: EngineSpec, metric: Metric, target_seconds: float) -> st
         nearest.setdefault(sides, []).append(versions)
     if not nearest:
         return None
-    if len(layouts) == 1:
+    if len(nearest) == 1 and len(next(iter(nearest.values()))) == len(layouts):
         return f"{target_seconds:g}s is not a bucket bound of {metric.name} (nearest: {next(iter(nearest))})"
     parts = "; ".join(f"{' and '.join(v for v in versions if v) or 'all versions'}: {sides}"
                       for sides, versions in nearest.items())
