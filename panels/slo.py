@@ -23,10 +23,25 @@ from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals
-from llmdash.vocabulary import Role, Sli
+from llmdash.vocabulary import Alert, Role, Sli
 
 WHAT = {Sli.TTFT: "time to first token", Sli.TOKEN_LATENCY: "per-token latency",
         Sli.AVAILABILITY: "availability"}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A burn rate and the two windows that must both reach it (llmdash.rules.slo explains the choice)."""
+
+    burn: float
+    long: str
+    short: str
+
+
+PAIRS = {
+    Alert.SLO_BURN_FAST: (Pair(14.4, "1h", "5m"), Pair(6, "6h", "30m")),
+    Alert.SLO_BURN_SLOW: (Pair(3, "1d", "2h"), Pair(1, "3d", "6h")),
+}
 
 
 def objectives_for(config, engine: str) -> tuple:

@@ -18,25 +18,11 @@ side of an incident whose cause the preemption page names: no inhibition between
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llmdash.durations import seconds
 from llmdash.panels.recorded import RecordedSignals
-from llmdash.panels.slo import WHAT, Indicator, indicators
+from llmdash.panels.slo import PAIRS, WHAT, Indicator, Pair, indicators
 from llmdash.vocabulary import SLO_LABEL, Alert, Sli
 
-
-@dataclass(frozen=True)
-class Pair:
-    burn: float
-    long: str
-    short: str
-
-
-PAIRS = {
-    Alert.SLO_BURN_FAST: (Pair(14.4, "1h", "5m"), Pair(6, "6h", "30m")),
-    Alert.SLO_BURN_SLOW: (Pair(3, "1d", "2h"), Pair(1, "3d", "6h")),
-}
 SEVERITY = {Alert.SLO_BURN_FAST: "critical", Alert.SLO_BURN_SLOW: "warning"}
 FOR = "0s"   # the short window already demands that the burn is current; a `for` would only delay the page
 
