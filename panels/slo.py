@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Metric
 from llmdash.errors import LlmdashError
-from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
-from llmdash.panels.signals import Signals
+from llmdash.panels.signals import Signals, fixed_selectors
 from llmdash.vocabulary import Alert, Role, Sli
 
 WHAT = {Sli.TTFT: "time to first token", Sli.TOKEN_LATENCY: "per-token latency",
@@ -97,7 +96,7 @@ def indicator(spec: EngineSpec, config, objective) -> Indicator:
     if role is None:
         raise LlmdashError(f"{where}: {spec.id} {missing}, so a {WHAT[kind]} SLO cannot be counted; "
                            "limit the objective's `engines:`")
-    sig = Signals(spec, config, (), "5m")
+    sig = Signals(spec, config, fixed_selectors(spec, config), "5m")   # the rules' scope: generic names count
     for source in sig.sources(role):
         problem = bound_problem(spec, source.metric, objective.target_seconds)
         if problem:
