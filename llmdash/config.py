@@ -259,9 +259,6 @@ def _build(cls, data, prefix: str, path: Path):
         raise LlmdashError(f"{path}: {prefix.removesuffix('.') or 'top level'}: expected a mapping")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
-    for f in dataclasses.fields(cls):
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data:
-            raise LlmdashError(f"{path}: {prefix}{f.name}: missing")
     values = {}
     for key, value in data.items():
         where = f"{prefix}{shorten(key) if not isinstance(key, str) else key[:80]}"
@@ -270,6 +267,9 @@ def _build(cls, data, prefix: str, path: Path):
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
         values[key] = _value(hints[key], value, where, path)
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values:
+            raise LlmdashError(f"{path}: {prefix}{f.name}: missing")
     return cls(**values)
 
 
