@@ -15,6 +15,7 @@ from llmdash.dashboards.assemble import annotation, chained_variables, firing_al
 from llmdash.panels import builders, promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import Key, Level, Series
+from llmdash.panels.slo_panels import fleet_slo_table
 from llmdash.vocabulary import (ENGINE_LABEL, FLEET_TAG, FLEET_UID, HEADLINE, HEADLINE_QUANTILE, MODEL_LABEL, Alert,
                                 Annotations, Role)
 
@@ -101,8 +102,10 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         links=[{"title": "Open this instance", "url": f"{down}&var-instance=${{__data.fields.{instance}}}"}],
         link_column=instance)
     charts = [throughput] + [chart for chart, key in ((latency, token_key), (ttft, ttft_key)) if key in recorded]
-    panels = [builders.row("Models"), *fit_row([models]),
-              builders.row("Throughput vs latency across the fleet"), *fit_row(charts)]
+    panels = [builders.row("Models"), *fit_row([models])]
+    if (slo := fleet_slo_table(config, recorded, scope)) is not None:
+        panels += [builders.row("SLOs"), *fit_row([slo])]
+    panels += [builders.row("Throughput vs latency across the fleet"), *fit_row(charts)]
     if share_key in recorded:
         panels += [builders.row("Instances"), *fit_row([instances])]
     dashboard = shell(

@@ -65,6 +65,7 @@ ROLE_TYPES = {
     Role.KV_USAGE: ("gauge",),
     Role.WAITING: ("gauge",),
     Role.RUNNING: ("gauge",),
+    Role.ERRORS: ("counter",),   # failed finished requests, counted among `requests` (availability SLOs)
 }
 REQUIRED_ROLES = (Role.THROUGHPUT, Role.WAITING, Role.RUNNING)
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).

@@ -57,12 +57,42 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """One service-level objective: `objective` of the `sli`'s events good over `window` (the error budget is the
+    rest), for the `engines` and `models` listed (none: every engine built, every model). A latency SLI counts a
+    good event from the histogram bucket whose bound is `target_seconds`, so the target must be a bound every
+    covered version exports (checked at build). `name` is the `slo` label of its series and alerts; `sli` defaults
+    to the name. A burn-rate alert fires only with at least `min_bad_events` bad events in its long window, so a
+    model with a handful of requests cannot page on one slow request."""
+
+    name: str
+    sli: str | None = None
+    target_seconds: float | None = None
+    objective: float = 0.99
+    window: str = "30d"
+    engines: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    min_bad_events: float = 5
+
+    @property
+    def kind(self) -> str:
+        return self.sli or self.name
+
+    @property
+    def budget(self) -> float:
+        """The share of events allowed to be bad."""
+        return 1 - self.objective
+
+
+@dataclass(frozen=True)
 class Slo:
-    """Latency targets for every engine built; unset means each catalog's `slo_defaults`.
-    A target must be a bucket bound of each engine's histogram (checked at build)."""
+    """Latency targets of the attainment panels for every engine built; unset means each catalog's
+    `slo_defaults`. A target must be a bucket bound of each engine's histogram (checked at build).
+    `objectives`: error-budget SLOs with burn-rate alerts (none by default)."""
 
     ttft_seconds: float | None = None
     itl_seconds: float | None = None
+    objectives: tuple[Objective, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,7 +256,7 @@ def load_config(path: str | Path | None = None) -> Config:
 
 def _build(cls, data, prefix: str, path: Path):
     if not isinstance(data, dict):
-        raise LlmdashError(f"{path}: {prefix or 'top level'}: expected a mapping")
+        raise LlmdashError(f"{path}: {prefix.removesuffix('.') or 'top level'}: expected a mapping")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
     values = {}
@@ -237,6 +267,9 @@ def _build(cls, data, prefix: str, path: Path):
         if key not in names:
             raise LlmdashError(f"{path}: {where}: unknown key (expected one of {', '.join(sorted(names))})")
         values[key] = _value(hints[key], value, where, path)
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values:
+            raise LlmdashError(f"{path}: {prefix}{f.name}: missing")
     return cls(**values)
 
 
@@ -250,6 +283,10 @@ def _value(hint, value, where: str, path: Path):
             return None
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and dataclasses.is_dataclass(args[0]):
+        if not isinstance(value, list):
+            raise LlmdashError(f"{path}: {where}: expected a list of mappings")
+        return tuple(_build(args[0], item, f"{where}[{i}].", path) for i, item in enumerate(value))
     if origin is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise LlmdashError(f"{path}: {where}: expected a list of strings")
@@ -306,6 +343,7 @@ def _check(config: Config, path: Path) -> None:
     for name in ("ttft_seconds", "itl_seconds"):
         if getattr(config.slo, name) is not None and getattr(config.slo, name) <= 0:
             bad(f"slo.{name}", "must be a positive number of seconds")
+    _check_objectives(config, known, bad)
     div = config.divergence
     for name in ("latency_factor", "mean_latency_factor"):
         if getattr(div, name) <= 1:
@@ -377,6 +415,57 @@ def _check(config: Config, path: Path) -> None:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             bad("alerts.runbook_url_template", f"must be an absolute http(s) URL, got {shorten(template)}")
     _check_kubernetes(config.kubernetes, bad)
+
+
+SLO_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+SLIS = ("ttft", "token_latency", "availability")
+LONGEST_ALERT_WINDOW_S = 3 * 86400   # the slow burn-rate pair's long window
+# The largest burn rate an alert compares with (the fast page's): at or above 100 % errors it could never fire.
+FASTEST_BURN = 14.4
+
+
+def _check_objectives(config: Config, known: list[str], bad) -> None:
+    """Every key of every objective; what depends on an engine's catalog (bucket bounds, error counters) is
+    checked when its rules are built."""
+    covered: dict[tuple[str, str], int] = {}
+    for i, o in enumerate(config.slo.objectives):
+        key = f"slo.objectives[{i}]"
+        if not SLO_NAME.match(o.name):
+            bad(f"{key}.name", f"{shorten(o.name)} is not a name of lower-case letters, digits and _ (at most 40)")
+        if o.kind not in SLIS:
+            bad(f"{key}.sli", f"expected one of {', '.join(SLIS)}, got {shorten(o.kind)}"
+                + ("" if o.sli else " (from the name; set sli:)"))
+        if o.kind == "availability" and o.target_seconds is not None:
+            bad(f"{key}.target_seconds", "an availability SLO counts failed requests and has no latency target")
+        if o.kind != "availability" and (o.target_seconds is None or o.target_seconds <= 0):
+            bad(f"{key}.target_seconds", "a latency SLO needs a positive target in seconds (a histogram bucket bound)")
+        if not 0 < o.objective < 1:
+            bad(f"{key}.objective", f"expected a share between 0 and 1 such as 0.99, got {o.objective:g}")
+        if FASTEST_BURN * o.budget >= 1:
+            bad(f"{key}.objective", f"{o.objective:g} leaves a budget of {o.budget:.1%}: a {FASTEST_BURN:g}x burn "
+                                    f"would need more than 100 % bad events, so nothing could page; use at least "
+                                    f"{1 - 1 / FASTEST_BURN:.3f}")
+        try:
+            window_s = seconds(o.window)
+        except ValueError:
+            bad(f"{key}.window", f"expected a Prometheus duration like 30d or 4w, got {shorten(o.window)}")
+        if window_s < LONGEST_ALERT_WINDOW_S or window_s % 3600 or window_s > MAX_DURATION_SECONDS:
+            bad(f"{key}.window", f"{o.window} must be whole hours, at least the slow alert's 3d and at most "
+                                 f"{MAX_DURATION_SECONDS}s")
+        if o.min_bad_events < 0:
+            bad(f"{key}.min_bad_events", "must not be negative")
+        for engine in o.engines:
+            if engine not in known:
+                bad(f"{key}.engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
+            if config.engines and engine not in config.engines:
+                bad(f"{key}.engines", f"{engine} is not among the engines built ({', '.join(config.engines)})")
+        if any(not m for m in o.models):
+            bad(f"{key}.models", "a model name must not be empty")
+        for engine in o.engines or config.engine_ids:
+            if (engine, o.name) in covered:
+                bad(f"{key}.name", f"{o.name!r} is also objective {covered[(engine, o.name)]}'s name for {engine}: "
+                                   "names tell the series and alerts apart")
+            covered[(engine, o.name)] = i
 
 
 def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:

@@ -46,6 +46,7 @@ SEVERITY_LABEL = "severity"
 JOB_LABEL = "job"
 ALERTS_SERIES = "ALERTS"       # written by the ruler itself for pending and firing alerts
 LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count log lines into
+SLO_LABEL = "slo"              # the objective's name on its recorded series and burn-rate alerts
 
 
 # ---- roles: what a catalog series means -------------------------------------------------------
@@ -63,6 +64,7 @@ class Role(StrEnum):
     KV_USAGE = "kv_usage"
     WAITING = "waiting"
     RUNNING = "running"
+    ERRORS = "errors"    # finished requests that failed on the server's side (a subset of `requests`)
 
 
 LATENCY_HISTOGRAM_ROLES = (Role.ITL, Role.TPOT, Role.TTFT)            # finest first
@@ -81,6 +83,24 @@ class Alert(StrEnum):
     ITL_HIGH = f"{ALERT_PREFIX}ITL{HEADLINE.upper()}High"
     SIGNAL_MISSING = f"{ALERT_PREFIX}SignalMissing"
     LOG_PREEMPTIONS_HIGH = f"{ALERT_PREFIX}LogPreemptionsHigh"
+    SLO_BURN_FAST = f"{ALERT_PREFIX}SLOBurnRateFast"   # page: the error budget goes within days
+    SLO_BURN_SLOW = f"{ALERT_PREFIX}SLOBurnRateSlow"   # ticket: the budget will not last the SLO window
+
+
+SLO_ALERTS = (Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW)   # raised only where `slo.objectives` are configured
+
+
+# ---- service-level objectives -----------------------------------------------------------------
+class Sli(StrEnum):
+    """What an objective counts as a good event."""
+
+    TTFT = "ttft"                     # a request whose first token came within the target
+    TOKEN_LATENCY = "token_latency"   # an ITL sample (per-request TPOT where the engine has no ITL) within the target
+    AVAILABILITY = "availability"     # a finished request that did not fail on the server's side
+
+
+# Error ratios are recorded over these windows: the SRE Workbook's multiwindow, multi-burn-rate pairs.
+SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 
 ALERT_PATTERN = f"{ALERT_PREFIX}.*"   # every llmdash alert, as an `alertname=~` regex
@@ -141,6 +161,10 @@ class Panel(StrEnum):
     WAITING = "waiting"
     QUEUE = "queue"
     TOP_INSTANCES_BY_PREEMPTION = "top_instances_by_preemption"
+    SLO_BUDGET = "slo_budget"
+    SLO_BURN_RATE = "slo_burn_rate"
+    SLO_ATTAINMENT = "slo_attainment"
+    FLEET_SLO_BUDGET = "fleet_slo_budget"
 
 
 PANEL_TITLES = {
@@ -158,4 +182,8 @@ PANEL_TITLES = {
     Panel.WAITING: "Waiting requests",
     Panel.QUEUE: "Running and waiting requests",
     Panel.TOP_INSTANCES_BY_PREEMPTION: "Top instances by preemption",
+    Panel.SLO_BUDGET: "Error budget remaining",
+    Panel.SLO_BURN_RATE: "Burn rate",
+    Panel.SLO_ATTAINMENT: "SLO attainment",
+    Panel.FLEET_SLO_BUDGET: "Models by error budget remaining, worst first",
 }

@@ -71,13 +71,14 @@ class Table:
 
     `columns` renames each query's value column (`Value #A` → its title) and gives it a unit; the
     queries' series are merged into one row per label set, sorted by `sort_by` (a column title),
-    largest first. `links` are data links on the `link_column`, as Grafana's `${__data.fields.x}` URLs.
+    largest first (smallest with `ascending`). `links` are data links on the `link_column`, as Grafana's `${__data.fields.x}` URLs.
     """
 
     def __init__(self, title: str, description: str, columns: list[tuple[str, str, str]], sort_by: str,
                  width: int = 12, height: int = CHART_HEIGHT, hidden: tuple[str, ...] = (),
-                 links: list[dict] | None = None, link_column: str | None = None):
+                 links: list[dict] | None = None, link_column: str | None = None, ascending: bool = False):
         self.title, self.description, self.columns, self.sort_by = title, description, columns, sort_by
+        self.ascending = ascending
         self.hidden, self.links, self.link_column = hidden, links or [], link_column
         self.gridPos = core.GridPos(h=height, w=width, x=0, y=0)
 
@@ -99,7 +100,7 @@ class Table:
                 {"color": "green", "value": None}]}, "custom": {"align": "auto", "cellOptions": {"type": "auto"}}},
                 "overrides": overrides},
             "options": {"showHeader": True, "cellHeight": "sm",
-                        "sortBy": [{"displayName": self.sort_by, "desc": True}]},
+                        "sortBy": [{"displayName": self.sort_by, "desc": not self.ascending}]},
             "transformations": ([{"id": "merge", "options": {}}] if len(self.columns) > 1 else []) + [
                 {"id": "organize", "options": {"excludeByName": {"Time": True, **{h: True for h in self.hidden}},
                                                 "indexByName": {}, "renameByName": {}}}],

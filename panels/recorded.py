@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable
 
+from llmdash.durations import seconds
 from llmdash.engines.model import EngineSpec, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, SignalsBase, fixed_selectors
-from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RECORDED_QUANTILES, Role,
-                                quantile_name)
+from llmdash.panels.slo import Leaves, indicator, objectives_for
+from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RECORDED_QUANTILES,
+                                SLO_LABEL, SLO_WINDOWS, Role, quantile_name)
 
 
 class Level(StrEnum):
@@ -60,7 +62,7 @@ class Series:
     key: Key
     name: str
     expr: str
-
+    labels: tuple[tuple[str, str], ...] = ()   # set by the rule, besides the engine: what tells same-named rules apart
 
 
 class _Build:
@@ -105,6 +107,7 @@ class Recording:
     quantiles: tuple = (None,)
     level: Level = Level.MODEL
     applies: Callable[[Signals], bool] = lambda raw: True
+    labels: Callable[[Key], tuple] = lambda key: ()
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,58 @@ def _gauge_recording(role: Role, metric: str, reduce: str) -> Recording:
 
 def _latency_baseline(b: _Build, key: Key) -> str:
     return promql.baseline(b.rec.latency(key.role), b.config.divergence)
+
+
+# ---- service-level objectives: `role` is the objective's name, also the series' `slo` label -----------------
+SLO_LEAF_WINDOW = SLO_WINDOWS[0]   # 5m: the only window read from raw series
+SLO_HOUR = "1h"                    # windows above 6h average the recorded 1h rates at 1h steps
+FINE_UNTIL_S = 6 * 3600            # up to 6h: the recorded 5m rates at every evaluation
+
+
+def _objective_names(raw: Signals) -> tuple:
+    return tuple(o.name for o in objectives_for(raw.config, raw.spec.id))
+
+
+def _objective(b: _Build, name: str):
+    return next(o for o in objectives_for(b.config, b.spec.id) if o.name == name)
+
+
+def _slo_read(b: _Build, signal: str, name: str, window: str) -> str:
+    return b.rec.selector(b.rec.series(signal, name, window), (Matcher(SLO_LABEL, "=", name),))
+
+
+def _slo_rate(signal: str):
+    """Events/s (or bad events/s) over the key's window: from raw series over 5m; longer windows average the
+    recorded 5m rates (up to 6h, every sample) or the recorded 1h rates at 1h steps (1d, 3d), so no rule reads
+    days of raw per-replica series. Averaging the numerator and denominator apart weights every interval by
+    its traffic, as one rate over the whole window would."""
+    def expr(b: _Build, k: Key) -> str:
+        if k.window == SLO_LEAF_WINDOW:
+            leaves = Leaves(b.spec, b.config, b.raw.scope, indicator(b.spec, b.config, _objective(b, k.role)))
+            rate = leaves.events(k.window) if signal == "slo_events" else leaves.errors(k.window)
+            return b.leaf(rate)
+        if seconds(k.window) <= FINE_UNTIL_S:
+            return f"avg_over_time({_slo_read(b, signal, k.role, SLO_LEAF_WINDOW)}[{k.window}])"
+        return f"avg_over_time({_slo_read(b, signal, k.role, SLO_HOUR)}[{k.window}:{SLO_HOUR}])"
+    return expr
+
+
+def _slo_budget_consumed(b: _Build, k: Key) -> str:
+    """The share of the error budget spent over the objective's window (1 = all of it): the error ratio over the
+    window, from the recorded 1h rates at 1h steps, divided by the budget."""
+    objective = _objective(b, k.role)
+    over = {signal: f"avg_over_time({_slo_read(b, signal, k.role, SLO_HOUR)}[{objective.window}:{SLO_HOUR}])"
+            for signal in ("slo_errors", "slo_events")}
+    return f"({promql.divide(over['slo_errors'], over['slo_events'])}) / {objective.budget:.6g}"
+
+
+def _slo_windows(config) -> tuple:
+    return SLO_WINDOWS
+
+
+def _slo_label(key: Key) -> tuple:
+    """The objective's name as the rule's `slo` label: its rules share names, one per objective."""
+    return ((SLO_LABEL, key.role),)
 
 
 # In evaluation order: a rule reads only series declared above it.
@@ -200,6 +255,16 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
     Recording("retracted_tokens", "llm_retracted_{role}_tokens", "rate{window}",
               lambda b, k: b.leaf(b.raw.retracted_tokens(k.role, window=k.window)), windows=_preemption_window,
               roles=lambda raw: ("input", "output"), applies=lambda raw: raw.has_retracted_sides),
+    Recording("slo_events", "llm_slo_events", "rate{window}", _slo_rate("slo_events"), windows=_slo_windows,
+              roles=_objective_names, labels=_slo_label),
+    Recording("slo_errors", "llm_slo_errors", "rate{window}", _slo_rate("slo_errors"), windows=_slo_windows,
+              roles=_objective_names, labels=_slo_label),
+    Recording("slo_error_ratio", "llm_slo_errors", "ratio_rate{window}",
+              lambda b, k: promql.divide(_slo_read(b, "slo_errors", k.role, k.window),
+                                         _slo_read(b, "slo_events", k.role, k.window)),
+              windows=_slo_windows, roles=_objective_names, labels=_slo_label),
+    Recording("slo_budget_consumed", "llm_slo_error_budget", "consumed", _slo_budget_consumed, windows=_no_window,
+              roles=_objective_names, labels=_slo_label),
 )
 
 # How a role is spelled inside a recorded name, where it differs from the role itself.
@@ -231,7 +296,8 @@ class RecordingLayer:
             for window in recording.windows(self.config):
                 for q in recording.quantiles:
                     key = Key(recording.signal, role, window, q, recording.level)
-                    self._series[key] = Series(key, self.name(recording, key), recording.expr(build, key))
+                    self._series[key] = Series(key, self.name(recording, key), recording.expr(build, key),
+                                               recording.labels(key))
 
     def name(self, recording: Recording, key: Key) -> str:
         metric = recording.metric.format(role=_NAME_OF_ROLE.get(key.role, key.role))
@@ -373,6 +439,11 @@ class RecordedSignals(SignalsBase):
         group = self._group(group)
         le = self.bucket(bucket_for(self.sources(role)[0].metric, target_seconds))
         return promql.divide(self._bucket(role, le, group), self._bucket(role, INF_BUCKET, group))
+
+    def slo(self, signal: str, objective: str, window: str | None = None) -> str:
+        """One objective's recorded SLO series (`slo_events`, `slo_errors`, `slo_error_ratio` over a window, or
+        `slo_budget_consumed`), per model and fleet group, under the scope."""
+        return self.selector(self.series(signal, objective, window), (Matcher(SLO_LABEL, "=", objective),))
 
     def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
         window = window or self.config.divergence.window

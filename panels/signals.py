@@ -330,6 +330,17 @@ class Signals(SignalsBase):
             self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
         return promql.divide(good, self._count_rate(role, group))
 
+    def observation_rate(self, role: str, window: str, target_seconds: float | None = None, group=None) -> str:
+        """Observations/s of a latency histogram per group (fallbacks per replica): all of them (`_count`), or,
+        given a target, those at or under it, read from the bucket whose bound it is under either `le` text."""
+        if target_seconds is None:
+            return self._count_rate(role, group, window)
+
+        def good(s: Source) -> str:
+            le = self.bucket(bucket_for(s.metric, target_seconds))
+            return promql.rate(self._select(s, f"{s.metric.name}_bucket", (le,)), window)
+        return self._per_series(role, good, "sum", group)
+
     def _baseline(self, expr: str) -> str:
         return promql.baseline(expr, self.config.divergence)
 

@@ -21,6 +21,7 @@ from llmdash.engines.model import EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
+from llmdash.rules.slo import slo_alerts
 from llmdash.vocabulary import ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert
 
 MISSING_FOR = "15m"
@@ -40,13 +41,14 @@ def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
 
 def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
-    rules: list[dict] = [{"record": series.name, "expr": series.expr, "labels": {ENGINE_LABEL: spec.id}}
+    rules: list[dict] = [{"record": series.name, "expr": series.expr, "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}}
                          for series in recording_layer(spec, config).series]
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), divergence(sig, config),
                                   latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
               if alert is not None]
+    rules += [_alert(sig, config, **fields) for fields in slo_alerts(sig, config, _where(config))]
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)

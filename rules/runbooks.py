@@ -11,14 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-from llmdash.vocabulary import HEADLINE, PANEL_TITLES, Alert
+from llmdash.vocabulary import HEADLINE, PANEL_TITLES, SLO_ALERTS, Alert
 
 TEXTS = Path(__file__).resolve().parent / "runbook_texts"
 
 
-def runbook_files() -> dict[str, str]:
-    """`<alertname>.md` -> the page's text, for every alert llmdash can raise."""
+def runbook_files(config=None) -> dict[str, str]:
+    """`<alertname>.md` -> the page's text, for every alert llmdash can raise under `config` (the SLO burn-rate
+    alerts only where `slo.objectives` are configured, so a build without objectives writes no page for them)."""
+    with_slo = config is not None and bool(config.slo.objectives)
     names = ({alert.name: alert.value for alert in Alert} | {"HEADLINE": HEADLINE}
              | {f"PANEL_{panel.name}": title for panel, title in PANEL_TITLES.items()})
     return {f"{alert}.md": Template((TEXTS / f"{alert.name.lower()}.md").read_text()).substitute(names)
-            for alert in Alert}
+            for alert in Alert if with_slo or alert not in SLO_ALERTS}

@@ -1,0 +1,89 @@
+"""Rule-evaluation cost of the SLO recording rules and burn-rate alerts at 20 and 200 replicas.
+
+Why: the SLO rules look at windows up to 30 days; read from raw per-replica histograms every minute they
+would be the most expensive rules of the file. Here only the 5m rates read raw series; every longer window
+is computed from recorded per-model rates. This loads bench_cost's synthetic vLLM fleet (2 models, 15 s
+scrapes) into a real Prometheus, backfills all recording rules level by level, and evaluates each SLO rule as
+an instant query with `stats=all` at the end of the data: samples read per evaluation, times evaluations per
+minute. The data covers `HOURS`, so windows longer than that read what exists; their steady-state cost is the
+number of samples a full window holds (printed beside it), which does not depend on the replica count.
+
+Run: `python -m llmdash.lab.bench_slo` (minutes; not part of the test suite).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+from llmdash.config import Config, Objective, Slo
+from llmdash.durations import seconds
+from llmdash.engines.catalog import load_engine
+from llmdash.lab.bench_cost import _restart, backfill_rules, write_fleet
+from llmdash.lab.promserver import PrometheusServer
+from llmdash.rules.generate import build_rules
+
+HOURS = 1.6
+REPLICAS = (20, 200)
+OBJECTIVES = (Objective(name="ttft", target_seconds=1.0, objective=0.99),
+              Objective(name="token_latency", target_seconds=0.1, objective=0.99),
+              Objective(name="availability", objective=0.999))
+CONFIG = Config(engines=("vllm",), slo=Slo(objectives=OBJECTIVES))
+RANGE = re.compile(r"\[(\d+[smhdw])(?::(\d+[smhdw]))?\]")
+
+
+def full_window_samples(expr: str) -> int:
+    """Samples one evaluation reads from recorded series once every window is full (1 per minute recorded, or
+    1 per subquery step); 0 for raw reads, which are measured."""
+    if "rate(" in expr:
+        return 0
+    total = 0
+    for window, step in RANGE.findall(expr):
+        total += int(seconds(window) // (seconds(step) if step else 60))
+    return total or expr.count("llm_slo_")   # a ratio of two instant reads
+
+
+def measure(server: PrometheusServer, rules: list[dict], at: float) -> list[tuple[str, int]]:
+    out = []
+    for rule in rules:
+        data = server._api("query", {"query": rule["expr"], "time": f"{at:.0f}", "stats": "all"})
+        out.append((rule.get("record") or rule["alert"], int(data["stats"]["samples"]["totalQueryableSamples"])))
+    return out
+
+
+def main() -> None:
+    spec = load_engine("vllm")
+    model = build_rules(spec, CONFIG)
+    group = model["groups"][0]
+    slo_rules = [r for r in group["rules"] if "slo" in r.get("labels", {})]
+    records = {"groups": [{**group, "rules": [r for r in group["rules"] if "record" in r]}]}
+    per_minute = 60 / seconds(group["interval"])
+    print(f"{len(slo_rules)} SLO rules for {len(OBJECTIVES)} objectives on vLLM, 2 models; {HOURS} h of data")
+    for replicas in REPLICAS:
+        end = (time.time() // 3600) * 3600 - 3600
+        server = PrometheusServer()
+        try:
+            path = server.dir / "fleet.om"
+            write_fleet(path, spec, replicas, HOURS, end)
+            server.backfill(path)
+            path.unlink()
+            server.start()
+            backfill_rules(server, records, end - HOURS * 3600, end, server.dir)
+            _restart(server)
+            costs = measure(server, slo_rules, end)
+            raw = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" in r["expr"])
+            derived = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" not in r["expr"])
+            steady = sum(full_window_samples(r["expr"]) for r in slo_rules) * 2   # 2 models
+            others = sum(n for _, n in measure(server, [r for r in group["rules"] if r not in slo_rules], end))
+            print(f"{replicas:>4} replicas/model: SLO rules read {raw * per_minute:,.0f} raw + "
+                  f"{derived * per_minute:,.0f} recorded samples/min now "
+                  f"(recorded, full windows: {steady * per_minute:,.0f}/min); "
+                  f"the other {len(group['rules']) - len(slo_rules)} rules: {others * per_minute:,.0f}/min")
+            sys.stdout.flush()
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
