@@ -13,6 +13,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 LAYERS = {
     "llmdash.vocabulary": 0,
     "llmdash.redact": 0,
+    "llmdash.deadline": 0,
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,

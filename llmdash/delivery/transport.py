@@ -9,8 +9,6 @@ or password it echoes (in any encoding) and any terminal escape sequence are nev
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +18,7 @@ import requests
 import urllib3
 
 from llmdash import redact
+from llmdash.deadline import Deadline, watched_session, watching
 from llmdash.delivery.backend import GrafanaError
 from llmdash.delivery.credentials import Connection
 
@@ -33,84 +32,6 @@ class DeadlineExceeded(Exception):
 
 class BodyTooLarge(Exception):
     """An answer (or a redirect on the way to it) grew past MAX_BODY_BYTES."""
-
-
-class _Deadline:
-    """The sockets of one request in flight; at the deadline a timer shuts them, which wakes a
-    blocked recv (a per-read timeout restarts with every byte a trickling server sends)."""
-
-    def __init__(self, seconds: float):
-        self.sockets: list[socket.socket] = []
-        self.expired = False
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _expire(self) -> None:
-        self.expired = True
-        for sock in self.sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-_in_flight = threading.local()     # .deadline: the _Deadline of this thread's current request
-
-
-def _watch(sock) -> None:
-    deadline = getattr(_in_flight, "deadline", None)
-    if deadline is not None and sock is not None:
-        deadline.sockets.append(sock)
-
-
-class _WatchedConnection:
-    """Registers each socket it opens or reuses with `_watch`."""
-
-    def _new_conn(self):
-        sock = super()._new_conn()
-        _watch(sock)
-        return sock
-
-    def request(self, *args, **kwargs):
-        _watch(self.sock)                        # None on a new connection: _new_conn registers it
-        return super().request(*args, **kwargs)
-
-
-class _HTTPConnection(_WatchedConnection, urllib3.connection.HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_WatchedConnection, urllib3.connection.HTTPSConnection):
-    pass
-
-
-class _HTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _HTTPConnection
-
-
-class _HTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _HTTPSConnection
-
-
-_WATCHED_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
-
-
-class _DeadlineAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter with connections the deadline timer can shut (HTTP(S) proxies included)."""
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
-
-    def proxy_manager_for(self, proxy, **kwargs):
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        if proxy.lower().startswith("http"):     # SOCKS pools have their own connection classes
-            manager.pool_classes_by_scheme = _WATCHED_POOLS
-        return manager
 
 
 def _read_body(response: requests.Response, started: float, deadline: float, clock) -> None:
@@ -153,8 +74,7 @@ class Transport:
         # token; resolve_connection already weighed the CA variables, and proxies are taken here.
         self._session.trust_env = False
         self._session.proxies = requests.utils.get_environ_proxies(connection.url)
-        for prefix in ("http://", "https://"):
-            self._session.mount(prefix, _DeadlineAdapter())
+        watched_session(self._session)
         self._sleep = sleep
         self._clock = clock
         parts = urlsplit(connection.url)
@@ -219,25 +139,25 @@ class Transport:
         (and without end, from a hostile server) before following it.
         """
         started = time.monotonic()
-        deadline = _in_flight.deadline = _Deadline(self.connection.deadline)
+        deadline = Deadline(self.connection.deadline)
 
         def read_body(response: requests.Response, **_) -> requests.Response:
             _read_body(response, started, self.connection.deadline, time.monotonic)
             return response
 
         try:
-            response = self._session.request(
-                method, self.connection.url + path, json=body, stream=True, verify=self.connection.verify,
-                timeout=(self.connection.connect_timeout, self.connection.read_timeout),
-                hooks={"response": read_body},
-            )
+            with watching(deadline):
+                response = self._session.request(
+                    method, self.connection.url + path, json=body, stream=True, verify=self.connection.verify,
+                    timeout=(self.connection.connect_timeout, self.connection.read_timeout),
+                    hooks={"response": read_body},
+                )
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError):
             if deadline.expired:
                 raise DeadlineExceeded from None
             raise
         finally:
             deadline.cancel()
-            _in_flight.deadline = None
         if deadline.expired:
             raise DeadlineExceeded
         return response
