@@ -147,6 +147,13 @@ class PrometheusServer(QueryAPI):
         self.stop()
         raise LlmdashError(f"prometheus on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
 
+    def restart(self) -> None:
+        """Stop and start again on the same data, so blocks written meanwhile (a backfill) are loaded."""
+        stop_process(self.proc, 15)
+        self.log.close()
+        self.proc = None
+        self.start()
+
     def _log_tail(self) -> str:
         try:
             lines = (self.dir / "prometheus.log").read_text().strip().splitlines()
