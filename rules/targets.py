@@ -35,9 +35,10 @@ DEFAULT_TARGET = "prometheus"
 
 def held(expr: str, keep_firing_for: str, interval: str = "") -> str:
     """`expr`, still returned for `keep_firing_for` after it last returned a series: the condition's
-    last value within that window, sampled at the rule interval (the server's default without one). Stateless, so it needs no `ALERTS`
-    series written back into the store the ruler queries (vmalert writes it only by remote write,
-    and its replay mode never reads it back), and HA ruler replicas agree."""
+    last value within that window, sampled at the rule interval (the server's default without one).
+    Stateless, so it needs no `ALERTS` series written back into the store the ruler queries (vmalert
+    writes it only by remote write, and its replay mode never reads it back), and HA ruler replicas
+    agree. Unlike keep_firing_for, a condition true for less than `for` is held too, and so can fire."""
     return f"({expr}) or last_over_time(({expr})[{keep_firing_for}:{interval}])"
 
 

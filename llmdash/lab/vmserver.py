@@ -150,7 +150,8 @@ def vmalert_replay(rule_files: list[str | Path], datasource: QueryAPI, write_to:
     vmalert = find_binary("vmalert", INSTALL_HINT)
     args = [vmalert, *(f"-rule={f}" for f in rule_files), f"-datasource.url={datasource.url}",
             f"-remoteWrite.url={write_to.url}", f"-replay.timeFrom={rfc3339(start)}", f"-replay.timeTo={rfc3339(end)}",
-            f"-datasource.queryStep={interval}", f"-evaluationInterval={interval}", "-replay.disableProgressBar", "-replay.rulesDelay=0s", "-remoteWrite.flushInterval=100ms",
+            f"-datasource.queryStep={interval}", f"-evaluationInterval={interval}", "-replay.disableProgressBar",
+            "-replay.rulesDelay=0s", "-remoteWrite.flushInterval=100ms",
             "-loggerLevel=ERROR", *(f"-external.label={k}={v}" for k, v in (external_labels or {}).items())]
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
