@@ -19,6 +19,7 @@ from llmdash.durations import seconds
 from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
+from llmdash.rules.targets import TARGETS
 
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
 MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
@@ -167,6 +168,7 @@ class Rules:
 
     interval: str = "1m"
     latency_alert_for: str = "10m"
+    target: str = "prometheus"      # the ruler that loads the files: prometheus | vmalert | mimir | thanos
 
 
 @dataclass(frozen=True)
@@ -322,6 +324,8 @@ def _check(config: Config, path: Path) -> None:
     def bad(key: str, problem: str):
         raise LlmdashError(f"{path}: {key}: {problem}")
 
+    if config.rules.target not in TARGETS:
+        bad("rules.target", f"unknown ruler {shorten(config.rules.target)} (known: {', '.join(TARGETS)})")
     known = available_engines()
     for engine in config.engines:
         if engine not in known:

@@ -22,6 +22,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
 from llmdash.rules.slo import slo_alerts
+from llmdash.rules.targets import for_target
 from llmdash.vocabulary import ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert
 
 MISSING_FOR = "15m"
@@ -52,7 +53,8 @@ def build_rules(spec: EngineSpec, config) -> dict:
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    return {"groups": [{"name": f"llmdash-{spec.id}", "interval": config.rules.interval, "rules": rules}]}
+    return for_target({"groups": [{"name": f"llmdash-{spec.id}", "interval": config.rules.interval, "rules": rules}]},
+                      config.rules.target)
 
 
 def split_rules(models: dict[str, dict]) -> tuple[dict, dict]:

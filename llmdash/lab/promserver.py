@@ -55,7 +55,36 @@ def stop_process(proc: subprocess.Popen | None, timeout_s: float) -> None:
             proc.wait()
 
 
-class PrometheusServer:
+class QueryAPI:
+    """The Prometheus HTTP query API as Grafana's Prometheus data source uses it; VictoriaMetrics serves
+    the same, so a dashboard or rule check written against this runs on either backend."""
+
+    name = "prometheus"
+    url: str
+    session: requests.Session
+
+    def _api(self, path: str, params: dict) -> dict:
+        try:
+            response = self.session.post(f"{self.url}/api/v1/{path}", data=params, timeout=60)
+        except requests.RequestException as exc:
+            raise PromQLError(f"{self.name} at {self.url} unreachable: {exc.__class__.__name__}") from None
+        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+        if response.status_code != 200 or body.get("status") != "success":
+            raise PromQLError(f"{body.get('errorType', response.status_code)}: {body.get('error', response.text[:200])}"
+                              f" in {params.get('query', '')!r}")
+        return body["data"]
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        """Instant query: [{"metric": {...}, "value": [ts, "v"]}]."""
+        return self._api("query", {"query": expr, "time": f"{at:.3f}"})["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
+        """Range query: [{"metric": {...}, "values": [[ts, "v"], ...]}] (matrix)."""
+        return self._api("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                         "step": f"{step:g}"})["result"]
+
+
+class PrometheusServer(QueryAPI):
     """One local Prometheus. Backfill before `start()`; use as a context manager.
 
     `rule_files` and `evaluation_interval` are passed into its configuration so alert and
@@ -118,32 +147,19 @@ class PrometheusServer:
         self.stop()
         raise LlmdashError(f"prometheus on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
 
+    def restart(self) -> None:
+        """Stop and start again on the same data, so blocks written meanwhile (a backfill) are loaded."""
+        stop_process(self.proc, 15)
+        self.log.close()
+        self.proc = None
+        self.start()
+
     def _log_tail(self) -> str:
         try:
             lines = (self.dir / "prometheus.log").read_text().strip().splitlines()
         except OSError:
             return "no log"
         return lines[-1] if lines else "no log"
-
-    def _api(self, path: str, params: dict) -> dict:
-        try:
-            response = self.session.post(f"{self.url}/api/v1/{path}", data=params, timeout=60)
-        except requests.RequestException as exc:
-            raise PromQLError(f"prometheus at {self.url} unreachable: {exc.__class__.__name__}") from None
-        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
-        if response.status_code != 200 or body.get("status") != "success":
-            raise PromQLError(f"{body.get('errorType', response.status_code)}: {body.get('error', response.text[:200])}"
-                              f" in {params.get('query', '')!r}")
-        return body["data"]
-
-    def query(self, expr: str, at: float) -> list[dict]:
-        """Instant query: [{"metric": {...}, "value": [ts, "v"]}]."""
-        return self._api("query", {"query": expr, "time": f"{at:.3f}"})["result"]
-
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict]:
-        """Range query: [{"metric": {...}, "values": [[ts, "v"], ...]}] (matrix)."""
-        return self._api("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                         "step": f"{step:g}"})["result"]
 
     def rules(self) -> list[dict]:
         """Loaded rule groups with their current alert states (GET /api/v1/rules)."""

@@ -360,6 +360,26 @@ def instances(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
     return out
 
 
+def scrape_phase(seed: int, scenario: str, inst: "Instance") -> float:
+    """Seconds (0.5-14.5, seeded) between a grid point and this process's scrape: real targets are
+    scraped at their own offset within the interval, which is where `rate()` extrapolation and
+    MetricsQL's previous-sample rule part ways; an exact shared grid would hide that."""
+    key = f"{seed}/{scenario}/{inst.model.name}/{inst.replica.name}/{inst.config.preemption}"
+    return 0.5 + (zlib.crc32(key.encode()) % 1401) / 100
+
+
+def _advance(inst: Instance, scenario: Scenario, at: float, restarted: set[int]) -> None:
+    """Run one instance to scenario time `at`; at the scenario's restart, the affected replica's process
+    loses its requests and starts with fresh counters."""
+    if scenario.restart_at_s is not None and at >= scenario.restart_at_s and id(inst) not in restarted:
+        restarted.add(id(inst))
+        if inst.model is scenario.models[0] and inst.replica is scenario.affected_replica():
+            inst.run_until(scenario.restart_at_s)
+            inst.sim.abort_all()
+            inst.fresh_process()
+    inst.run_until(at)
+
+
 def advance(insts: list[Instance], scenario: Scenario, t: float, restarted: bool) -> bool:
     """Run every instance to scenario time `t`; at the scenario's restart, the affected replica's process
     loses its requests and starts with fresh counters. Returns whether the restart is behind us."""
@@ -380,23 +400,37 @@ def _affected(insts: list[Instance], scenario: Scenario) -> list[Instance]:
     return [inst for inst in insts if inst.model is scenario.models[0] and inst.replica is replica]
 
 
+def timed_scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int, interval: float = SCRAPE_INTERVAL_S,
+                  config: ServingConfig = ServingConfig(), phased: bool = False,
+                  ) -> Iterator[tuple[float, list[tuple[float, str, str, EngineMetrics]]]]:
+    """Yield (grid time, [(scrape time, engine, model, emitter)]) for every interval with a scrape.
+
+    Without `phased` every process is scraped on the grid (scrape time = grid time); with it each
+    process is scraped `scrape_phase` seconds into the interval that ends at the grid time."""
+    insts = instances(scenario, specs, seed, config)
+    offsets = [scrape_phase(seed, scenario.name, inst) - interval if phased else 0.0 for inst in insts]
+    restarted: set[int] = set()
+    t = interval
+    while t <= scenario.duration_s + 1e-9:
+        batch = []
+        for inst, offset in zip(insts, offsets):
+            at = t + offset
+            _advance(inst, scenario, at, restarted)
+            if scenario.scraped(at):
+                for engine, emitter in inst.emitters.items():
+                    emitter.scrape(at)
+                    batch.append((at, engine, inst.model.name, emitter))
+        if batch:
+            yield t, batch
+        t += interval
+
+
 def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
             interval: float = SCRAPE_INTERVAL_S,
             config: ServingConfig = ServingConfig()) -> Iterator[tuple[float, list[tuple[str, str, EngineMetrics]]]]:
-    """Yield (scenario time, [(engine, model, emitter)]) at every scrape that is not missed."""
-    insts = instances(scenario, specs, seed, config)
-    restarted = scenario.restart_at_s is None
-    t = interval
-    while t <= scenario.duration_s + 1e-9:
-        restarted = advance(insts, scenario, t, restarted)
-        if scenario.scraped(t):
-            batch = []
-            for inst in insts:
-                for engine, emitter in inst.emitters.items():
-                    emitter.scrape(t)
-                    batch.append((engine, inst.model.name, emitter))
-            yield t, batch
-        t += interval
+    """Yield (scenario time, [(engine, model, emitter)]) at every scrape that is not missed (on the grid)."""
+    for t, batch in timed_scrapes(scenario, specs, seed, interval, config):
+        yield t, [(engine, model, emitter) for _at, engine, model, emitter in batch]
 
 
 class _FirstPreemption(EngineMetrics):
@@ -435,14 +469,15 @@ def instance_label(engine: str, model: str) -> str:
 
 
 def write_openmetrics(scenario: Scenario, specs: dict[str, EngineSpec], seed: int, start_ts: float, out,
-                      interval: float = SCRAPE_INTERVAL_S) -> int:
-    """Write the scenario as OpenMetrics text (timestamps in seconds, `# EOF` last); return samples."""
+                      interval: float = SCRAPE_INTERVAL_S, phased: bool = False) -> int:
+    """Write the scenario as OpenMetrics text (timestamps in seconds, `# EOF` last); return samples.
+    `phased`: each process scraped at its own seeded offset within the interval (`scrape_phase`)."""
     declared: set[str] = set()
     samples = 0
-    for t, batch in scrapes(scenario, specs, seed, interval):
+    for _t, batch in timed_scrapes(scenario, specs, seed, interval, phased=phased):
         lines: list[str] = []
-        for _engine, _model, emitter in batch:
-            lines.extend(emitter.render(emitter.target, start_ts + t, declared))
+        for at, _engine, _model, emitter in batch:
+            lines.extend(emitter.render(emitter.target, start_ts + round(at, 3), declared))
         samples += sum(1 for line in lines if not line.startswith("#"))
         out.write("\n".join(lines))
         out.write("\n")

@@ -293,3 +293,22 @@ def test_a_variants_added_labels_are_emitted():
     write_openmetrics(build("steady", Traffic(steady_min=1, after_min=0.5)), {ray.id: ray}, 1, 1_000_000, out)
     line = next(line for line in out.getvalue().splitlines() if line.startswith("ray_vllm_num_requests_running{"))
     assert all(f'{label}="' in line for label in ("WorkerId", "ReplicaId", "SessionName", "model_name"))
+
+
+def test_phased_scrapes_sit_at_a_seeded_offset_per_process_within_the_interval():
+    from llmdash.lab.scenarios import timed_scrapes
+
+    specs = {"vllm": load_engine("vllm"), "sglang": load_engine("sglang")}
+    scenario = build("steady", Traffic(steady_min=2, after_min=0.5))
+
+    def offsets(seed):
+        seen: dict[tuple, set[float]] = {}
+        for t, batch in timed_scrapes(scenario, specs, seed, phased=True):
+            for at, engine, model, _emitter in batch:
+                seen.setdefault((engine, model), set()).add(round(at - (t - 15.0), 3))
+        return seen
+    first = offsets(1)
+    assert all(len(v) == 1 and 0.5 <= next(iter(v)) <= 14.5 for v in first.values())   # one phase per process
+    assert len({next(iter(v)) for v in first.values()}) > 1                           # processes differ
+    assert offsets(1) == first and offsets(2) != first
+    assert all(at == t for t, batch in timed_scrapes(scenario, specs, 1) for at, *_ in batch)   # unphased: the grid

@@ -1,0 +1,160 @@
+"""A throw-away local VictoriaMetrics and vmalert: the second backend panels and rules are proven on.
+
+Why: fleets that outgrow one Prometheus run VictoriaMetrics with vmalert, whose MetricsQL differs
+from PromQL where it matters here (`rate()` without extrapolation, the previous sample before a
+window, a lookback derived from the data) and whose ruler writes recorded series asynchronously.
+This runs Debian's `victoria-metrics` on a free loopback port with a temporary data directory
+(beside `promserver.PrometheusServer`), imports the simulator's OpenMetrics with their timestamps,
+serves the same query API, and runs `vmalert` (check a rule file, or replay rules over past data).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import requests
+
+from llmdash.errors import LlmdashError
+from llmdash.lab.promserver import QueryAPI, find_binary, free_port, stop_process
+from llmdash.redact import safe_line
+
+INSTALL_HINT = ("install it with `apt-get install victoria-metrics` (Debian/Ubuntu; it brings vmalert), "
+                "or put the victoria-metrics and vmalert binaries on PATH")
+SAMPLE = re.compile(r"^(?P<series>[^#\s][^\s{]*(?:\{.*\})?) (?P<value>\S+) (?P<ts>\S+)$")
+IMPORT_CHUNK = 4 << 20          # bytes per import request: well under -import.maxLineLen and request limits
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class VictoriaMetricsServer(QueryAPI):
+    """One local single-node VictoriaMetrics; use as a context manager.
+
+    `latency_offset` is `-search.latencyOffset`, how long after ingestion a sample becomes visible to
+    queries at the current time (VictoriaMetrics' default 30s); the response cache is off, since rules
+    replayed into it write series that an earlier cached query saw as absent."""
+
+    name = "victoria-metrics"
+
+    def __init__(self, latency_offset: str = "30s"):
+        self.binary = find_binary("victoria-metrics", INSTALL_HINT)
+        self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vm-"))
+        self.latency_offset = latency_offset
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.session = requests.Session()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> "VictoriaMetricsServer":
+        self.port = free_port()
+        self.log = open(self.dir / "victoria-metrics.log", "w")
+        self.proc = subprocess.Popen(
+            [self.binary, f"-storageDataPath={self.dir / 'data'}", f"-httpListenAddr=127.0.0.1:{self.port}",
+             "-retentionPeriod=100y", f"-search.latencyOffset={self.latency_offset}", "-search.disableCache",
+             "-loggerLevel=ERROR"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self._log_tail()
+                self.stop()
+                raise LlmdashError(f"victoria-metrics exited with code {self.proc.returncode}: {tail}")
+            try:
+                if self.session.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        tail = self._log_tail()
+        self.stop()
+        raise LlmdashError(f"victoria-metrics on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.dir / "victoria-metrics.log").read_text().strip().splitlines()
+        except OSError:
+            return "no log"
+        return safe_line(lines[-1]) if lines else "no log"
+
+    def backfill(self, openmetrics_file: str | Path) -> None:
+        """Import an OpenMetrics file (timestamps in seconds) through /api/v1/import/prometheus, which takes
+        the Prometheus text format with millisecond timestamps; then make it visible to queries."""
+        chunk: list[str] = []
+        size = 0
+        with open(openmetrics_file) as lines:
+            for line in lines:
+                match = SAMPLE.match(line.rstrip("\n"))
+                if not match:
+                    continue
+                chunk.append(f"{match['series']} {match['value']} {round(float(match['ts']) * 1000)}\n")
+                size += len(chunk[-1])
+                if size >= IMPORT_CHUNK:
+                    self._import("".join(chunk))
+                    chunk, size = [], 0
+        if chunk:
+            self._import("".join(chunk))
+        self.flush()
+
+    def _import(self, text: str) -> None:
+        response = self.session.post(f"{self.url}/api/v1/import/prometheus", data=text.encode(), timeout=120)
+        if response.status_code not in (200, 204):
+            raise LlmdashError(f"victoria-metrics refused an import: {safe_line(response.text, limit=200)}")
+
+    def flush(self) -> None:
+        """Make everything ingested so far searchable (/internal/force_flush)."""
+        self.session.get(f"{self.url}/internal/force_flush", timeout=60)
+
+    def stop(self) -> None:
+        stop_process(self.proc, 15)
+        if getattr(self, "log", None):
+            self.log.close()
+        self.session.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "VictoriaMetricsServer":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def vmalert_check(rule_file: str | Path) -> str | None:
+    """vmalert 1.79's check of a rule file (`-dryRun`): None when it loads, else vmalert's reason."""
+    vmalert = find_binary("vmalert", INSTALL_HINT)
+    result = subprocess.run([vmalert, "-dryRun", f"-rule={rule_file}", "-loggerLevel=ERROR"],
+                            capture_output=True, text=True, timeout=60)
+    if result.returncode == 0:
+        return None
+    lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+    return safe_line(lines[-1], limit=400)
+
+
+def vmalert_replay(rule_files: list[str | Path], datasource: QueryAPI, write_to: VictoriaMetricsServer,
+                   start: float, end: float, external_labels: dict[str, str] | None = None,
+                   interval: str = "1m") -> None:
+    """Evaluate `rule_files` over [start, end] the way vmalert's replay mode does (a range query per rule
+    and `interval` step: vmalert 1.79's replay steps by -datasource.queryStep, not by the group's
+    interval, so both are set), reading from `datasource` and writing recorded series and `ALERTS` into
+    `write_to`. A group's rules read one another only if they were replayed in an earlier call: pass
+    one dependency level at a time."""
+    vmalert = find_binary("vmalert", INSTALL_HINT)
+    args = [vmalert, *(f"-rule={f}" for f in rule_files), f"-datasource.url={datasource.url}",
+            f"-remoteWrite.url={write_to.url}", f"-replay.timeFrom={rfc3339(start)}", f"-replay.timeTo={rfc3339(end)}",
+            f"-datasource.queryStep={interval}", f"-evaluationInterval={interval}", "-replay.disableProgressBar",
+            "-replay.rulesDelay=0s", "-remoteWrite.flushInterval=100ms",
+            "-loggerLevel=ERROR", *(f"-external.label={k}={v}" for k, v in (external_labels or {}).items())]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+        raise LlmdashError(f"vmalert replay failed: {safe_line(lines[-1], limit=400)}")
+    write_to.flush()
