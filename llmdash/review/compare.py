@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from llmdash.dashboards.v2 import is_v2
 from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_text, read_yaml, shorten
@@ -62,6 +63,8 @@ def normalise(dashboard: dict) -> dict:
     (`current`, re-queried `options`) normalise equal.
     """
     model = copy.deepcopy(dashboard)
+    if is_v2(model):
+        return _normalise_v2(model)
     for key in SERVER_OWNED_KEYS:
         model.pop(key, None)
     if isinstance(model.get("panels"), list):
@@ -73,6 +76,26 @@ def normalise(dashboard: dict) -> dict:
             variable.pop("current", None)
             if variable.get("type") in QUERIED_VARIABLE_TYPES:
                 variable.pop("options", None)
+    return model
+
+
+def _normalise_v2(model: dict) -> dict:
+    """The v2 counterpart: Grafana stamps its build on `vizConfig.version` when it saves an element (what
+    `pluginVersion` is in v1), and re-queries the options of query and datasource variables."""
+    from llmdash.review.v2view import VARIABLE_TYPES, spec_of
+
+    spec = spec_of(model)
+    for element in (spec.get("elements") or {}).values() if isinstance(spec.get("elements"), dict) else ():
+        viz = (element.get("spec") or {}).get("vizConfig") if isinstance(element, dict) else None
+        if isinstance(viz, dict):
+            viz.pop("version", None)
+    if isinstance(spec.get("tags"), list):
+        spec["tags"] = sorted(spec["tags"], key=str)
+    for variable in spec.get("variables") or [] if isinstance(spec.get("variables"), list) else ():
+        if isinstance(variable, dict) and isinstance(variable.get("spec"), dict):
+            variable["spec"].pop("current", None)
+            if variable.get("kind") in VARIABLE_TYPES:
+                variable["spec"].pop("options", None)
     return model
 
 
@@ -170,6 +193,8 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
         return changes + _panel_changes({"panels": []}, new)
     if new is None:
         return [Change("dashboard-removed", "dashboard", _text(old.get("title")), None)]
+    if is_v2(old) or is_v2(new):
+        return _diff_v2(old, new)
     old_n, new_n = normalise(old), normalise(new)
     changes: list[Change] = []
     for key in ("title", "description"):
@@ -187,6 +212,18 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
     changes += _setting_changes("dashboard", _without(old_n, handled), _without(new_n, handled))
     if not changes and old_n != new_n:
         changes.append(_unitemised(old_n, new_n))
+    return changes
+
+
+def _diff_v2(old: dict, new: dict) -> list[Change]:
+    """Element by element, through the classic view (llmdash.review.v2view), so a v2 change is named by row and
+    panel title as a v1 one is; either side may be classic (a dashboard Grafana stores in the other schema)."""
+    from llmdash.review.v2view import classic_view
+
+    changes = diff_dashboard(classic_view(normalise(old)), classic_view(normalise(new)))
+    if not changes and normalise(old) != normalise(new):
+        changes.append(Change("setting", "dashboard", None, "models differ in a field not itemised here; "
+                                                            "compare the JSON"))
     return changes
 
 
