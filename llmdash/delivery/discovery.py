@@ -19,7 +19,7 @@ SCHEMA_CHOICES = ("auto", "v1", "v2")
 DISCOVERY = "reading /apis (API discovery)"
 
 
-def connect(connection: Connection, api: str = "auto", namespace: str | None = None, schema: str = "v1",
+def connect(connection: Connection, api: str = "auto", namespace: str | None = None, schema: str = "auto",
             **transport) -> GrafanaBackend:
     """The backend for this Grafana: `legacy` is /api; `resource` the /apis dashboard API (an error
     when Grafana does not offer it); `auto` the resource API where `GET /apis` lists
