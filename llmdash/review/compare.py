@@ -21,6 +21,7 @@ from typing import Any, Iterable
 from llmdash.dashboards.v2 import is_v2
 from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
+from llmdash.review.v2view import VARIABLE_TYPES, classic_view, spec_of
 from llmdash.inputs import read_text, read_yaml, shorten
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
@@ -32,6 +33,8 @@ QUERIED_VARIABLE_TYPES = ("query", "datasource")
 # A built dashboard is ~100 KB; a generated/ file far above that is not one, and is not read.
 MAX_OUTPUT_BYTES = 16 << 20
 GRID_KEYS = ("x", "y", "w", "h")
+V2_DIR = "dashboards-v2"      # where `llmdash build` writes the schema v2 twins
+V2_SUFFIX = "(schema v2)"     # what follows a v2 twin's stem in the change list
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,6 @@ def normalise(dashboard: dict) -> dict:
 def _normalise_v2(model: dict) -> dict:
     """The v2 counterpart: Grafana stamps its build on `vizConfig.version` when it saves an element (what
     `pluginVersion` is in v1), and re-queries the options of query and datasource variables."""
-    from llmdash.review.v2view import VARIABLE_TYPES, spec_of
-
     spec = spec_of(model)
     for element in (spec.get("elements") or {}).values() if isinstance(spec.get("elements"), dict) else ():
         viz = (element.get("spec") or {}).get("vizConfig") if isinstance(element, dict) else None
@@ -189,6 +190,8 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
     if old is None and new is None:
         return []
     if old is None:
+        if is_v2(new):
+            return diff_dashboard(None, classic_view(normalise(new)))
         changes = [Change("dashboard-added", "dashboard", None, _text(new.get("title")))]
         return changes + _panel_changes({"panels": []}, new)
     if new is None:
@@ -218,8 +221,6 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
 def _diff_v2(old: dict, new: dict) -> list[Change]:
     """Element by element, through the classic view (llmdash.review.v2view), so a v2 change is named by row and
     panel title as a v1 one is; either side may be classic (a dashboard Grafana stores in the other schema)."""
-    from llmdash.review.v2view import classic_view
-
     changes = diff_dashboard(classic_view(normalise(old)), classic_view(normalise(new)))
     if not changes and normalise(old) != normalise(new):
         changes.append(Change("setting", "dashboard", None, "models differ in a field not itemised here; "
@@ -621,6 +622,13 @@ def load_output(root: Path, shown: str | None = None) -> BuildOutput:
             raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
         except LlmdashError as exc:
             raise LlmdashError(f"{where(path)}: {str(exc).removeprefix(f'{path}: ')}") from None
+    # The schema v2 twins (generated/dashboards-v2/), compared element by element under their own name.
+    for path in sorted((root / V2_DIR).glob("*.json")):
+        try:
+            dashboards[f"{path.stem} {V2_SUFFIX}"] = _checked_dashboard(
+                json.loads(read_text(path, "dashboard", MAX_OUTPUT_BYTES)))
+        except (ValueError, RecursionError) as exc:
+            raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
     for path in sorted((root / "rules").glob("*.rules.yaml")):
         try:
             rules[path.name[: -len(".rules.yaml")]] = read_yaml(path, "rule file") or {}
