@@ -72,7 +72,8 @@ def to_v2(classic: dict) -> dict:
     if classic.get("weekStart") in WEEK_START:
         time_settings["weekStart"] = classic["weekStart"]
     spec = {
-        "title": classic["title"], "description": classic.get("description", ""), "tags": list(classic.get("tags") or []),
+        "title": classic["title"], "description": classic.get("description", ""),
+        "tags": list(classic.get("tags") or []),
         "editable": classic.get("editable", True), "liveNow": classic.get("liveNow", False), "preload": False,
         "cursorSync": _mapped("graphTooltip", classic.get("graphTooltip", 0), CURSOR_SYNC),
         "timeSettings": time_settings,

@@ -77,7 +77,8 @@ def test_v2_twin_carries_the_same_queries_annotations_and_variables(name):
 def test_v2_twin_keeps_units_thresholds_and_rows(name):
     classic, resource = _pair(name)
     wanted = [(row, p["title"], p["type"], p.get("fieldConfig", {}).get("defaults", {}),
-               p.get("fieldConfig", {}).get("overrides", []), p.get("options", {}), p["gridPos"]["w"], p["gridPos"]["h"])
+               p.get("fieldConfig", {}).get("overrides", []), p.get("options", {}), p["gridPos"]["w"],
+               p["gridPos"]["h"])
               for row, p in _classic_panels(classic)]
     got = [(row, e["title"], e["vizConfig"]["group"], e["vizConfig"]["spec"]["fieldConfig"]["defaults"],
             e["vizConfig"]["spec"]["fieldConfig"]["overrides"], e["vizConfig"]["spec"]["options"], w, h)
