@@ -111,13 +111,63 @@ def _errors(schema: str, instance) -> list:
     return sorted(leaves, key=lambda e: [str(p) for p in e.absolute_path])
 
 
-def _line(error, prefix: tuple, titles: dict) -> str:
+def _line(error, prefix: tuple, titles: dict, noun: str = "panel") -> str:
     path = (*prefix, *error.absolute_path)
     panel = max((p for p in titles if path[:len(p)] == p), key=len, default=None)
     message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-    where = f"panel {titles[panel]!r} " if panel else ""
+    where = "" if not panel else f"panel {titles[panel]!r} " if noun == "panel" else \
+        f"{noun} {panel[-1]!r} (panel {titles[panel]!r}) "
     return f"{where}{_json_path(path)}: {message} (Grafana schema)"
 
 
 def _json_path(path: tuple) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+# ---------------------------------------------------------------- schema v2
+
+V2_SCHEMA = "dashboard.v2"   # the `Spec` of dashboard.grafana.app/v2 (grafana_schema/README.md)
+
+
+def v2_schema_problems(resource: dict, api_version: str, kind: str) -> list[str]:
+    """One line per violation in a v2 Dashboard resource: its envelope (`api_version`, `kind`, a
+    metadata.name), its spec against the v2 `Spec`, and each panel element's options and custom field config
+    against the same panel schemas as v1 (v2 leaves `VizConfigSpec.options` open: `Record<string, any>`)."""
+    return list(_v2_problems_of(json.dumps(resource, sort_keys=True), api_version, kind))
+
+
+@cache
+def _v2_problems_of(text: str, api_version: str, kind: str) -> tuple[str, ...]:
+    resource = json.loads(text)
+    problems = []
+    if resource.get("apiVersion") != api_version or resource.get("kind") != kind:
+        problems.append(f"$: apiVersion/kind {resource.get('apiVersion')!r}/{resource.get('kind')!r}, "
+                        f"not {api_version!r}/{kind!r}")
+    name = _get(resource, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        problems.append("$.metadata.name: the dashboard uid is missing")
+    spec = resource.get("spec")
+    titles = {}
+    elements = _get(resource, "spec", "elements")
+    for key, element in (elements.items() if isinstance(elements, dict) else ()):
+        titles[("spec", "elements", key)] = _get(element, "spec", "title")
+    problems += [_line(error, ("spec",), titles, "element") for error in _errors(V2_SCHEMA, spec)]
+    for path, title in titles.items():
+        viz = _get(resource, *path, "spec", "vizConfig")
+        kind_ = _get(viz, "group")
+        if _get(resource, *path, "kind") != "Panel" or not isinstance(viz, dict):
+            continue
+        if kind_ not in PANEL_SCHEMAS:
+            problems.append(f"element {path[-1]!r} {_json_path((*path, 'spec', 'vizConfig', 'group'))}: {kind_!r} "
+                            f"has no Grafana schema here (known: {', '.join(sorted(PANEL_SCHEMAS))})")
+            continue
+        options_schema, custom_schema = PANEL_SCHEMAS[kind_]
+        at = (*path, "spec", "vizConfig", "spec")
+        if "options" in (viz.get("spec") or {}):
+            problems += [_line(e, (*at, "options"), titles, "element") for e in _errors(options_schema,
+                                                                                         viz["spec"]["options"])]
+        custom = _get(viz, "spec", "fieldConfig", "defaults", "custom")
+        if custom is not None:
+            problems += [_line(e, (*at, "fieldConfig", "defaults", "custom"), titles, "element")
+                         for e in _errors(custom_schema, custom)]
+    return tuple(dict.fromkeys(problems))

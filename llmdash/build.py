@@ -15,6 +15,7 @@ from llmdash.dashboards.assemble import build_dashboard
 from llmdash.atomic import MANIFEST, Outcome, plan_outputs, quoted, update_outputs
 from llmdash.config import Config
 from llmdash.dashboards.fleet import build_fleet_dashboard
+from llmdash.dashboards import v2
 from llmdash.panels.recorded import recording_layer
 from llmdash.vocabulary import FLEET, RUNBOOK_DIR
 from llmdash.rules.mtail import mtail_program
@@ -28,8 +29,8 @@ from llmdash.errors import EXIT_DRIFT, LlmdashError
 DEFAULT_OUT = Path("generated")
 PARTS = ("dashboards", "rules", "mixin", "mtail")
 # Part -> the directories under the output directory it writes (and so may remove from).
-PART_SCOPES = {"dashboards": ("dashboards",), "rules": ("rules", "alertmanager", "runbooks"), "mixin": ("mixin",),
-               "mtail": ("mtail",)}
+PART_SCOPES = {"dashboards": ("dashboards", "dashboards-v2"), "rules": ("rules", "alertmanager", "runbooks"),
+               "mixin": ("mixin",), "mtail": ("mtail",)}
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
 
 
@@ -75,11 +76,14 @@ def build_rule_files(config: Config) -> dict[str, dict]:
 def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str, str]:
     """Relative path under the output directory -> file content."""
     files = {}
-    dashboards = {name: render_json(model) for name, model in build_dashboards(config).items()} \
-        if {"dashboards", "mixin"} & set(parts) else {}
+    models = build_dashboards(config) if {"dashboards", "mixin"} & set(parts) else {}
+    dashboards = {name: render_json(model) for name, model in models.items()}
     rules = build_rule_files(config) if {"rules", "mixin"} & set(parts) else {}
     if "dashboards" in parts:
         files |= {f"dashboards/{name}.json": text for name, text in dashboards.items()}
+        # The schema v2 twins, in a directory of their own: a file provider pointed at dashboards/ must not
+        # meet the same uid twice (docs/publishing-and-grafana-versions.md, "Schema v2").
+        files |= {f"dashboards-v2/{name}.json": render_json(v2.rendered(model)) for name, model in models.items()}
     if "rules" in parts:
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))

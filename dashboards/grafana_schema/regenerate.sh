@@ -28,6 +28,8 @@ $GEN --path $RAW_TYPES/composable/text/panelcfg/x/types.gen.d.ts       --type Op
 $GEN --path $RAW_TYPES/composable/table/panelcfg/x/types.gen.d.ts      --type Options     -o raw/table.Options.json
 # The table's own `interface FieldConfig extends ui.TableFieldOptions`, declared in this file.
 $GEN --path $RAW_TYPES/composable/table/panelcfg/x/types.gen.d.ts      --type FieldConfig -o raw/table.FieldConfig.json
+# Schema v2 (dashboard.grafana.app/v2, what Grafana 13 serves beside v1): the resource's `spec`.
+$GEN --path $PKG/dist/types/schema/dashboard/v2/types.spec.gen.d.ts     --type Spec        -o raw/dashboard.v2.json
 # Not --type FieldConfig on stat/text: they declare none, and the generator would silently pick the
 # dashboard FieldConfig re-exported through `import * as common from '@grafana/schema'`.
 

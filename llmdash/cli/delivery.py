@@ -17,7 +17,7 @@ from llmdash.build import build_dashboards, build_rule_files
 from llmdash.cli.build import ownership
 from llmdash.config import DNS1123_LABEL, load_config
 from llmdash.delivery.credentials import resolve_connection
-from llmdash.delivery.discovery import API_CHOICES, connect
+from llmdash.delivery.discovery import API_CHOICES, SCHEMA_CHOICES, connect
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
 from llmdash.delivery.publish import PublishOptions, git_revision, publish
 from llmdash.errors import LlmdashError
@@ -67,6 +67,9 @@ def _fail(error: LlmdashError, secrets: tuple[str, ...] = ()) -> None:
               help="First pause between retries in seconds; doubles each time")
 @click.option("--api", type=click.Choice(API_CHOICES), help="Dashboard API: legacy /api, resource "
               "/apis/dashboard.grafana.app (Grafana 12+), or auto: resource where offered (default grafana.api, auto)")
+@click.option("--schema", type=click.Choice(SCHEMA_CHOICES), default="auto", show_default=True,
+              help="Dashboard model: v1 classic JSON, v2 the schema v2 resource (dashboard.grafana.app/v2, Grafana "
+              "13), or auto: v2 where /apis lists it (not with --api legacy), else v1")
 @click.option("--namespace", help="Resource API namespace (default: from the org, default or org-<id>; "
               "Grafana Cloud: stacks-<id>)")
 @click.option("--dry-run", is_flag=True, help="Show what would be created, updated or refused; write nothing")
@@ -74,8 +77,8 @@ def _fail(error: LlmdashError, secrets: tuple[str, ...] = ()) -> None:
 @click.option("--annotate", is_flag=True, help="Post a Grafana annotation tagged with the git revision")
 @click.pass_context
 def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder_title, ca_cert, insecure,
-                    connect_timeout, read_timeout, deadline, retries, retry_backoff, api, namespace, dry_run, force,
-                    annotate):
+                    connect_timeout, read_timeout, deadline, retries, retry_backoff, api, schema, namespace, dry_run,
+                    force, annotate):
     """Publish the built dashboards to Grafana.
 
     Exit codes: 0 published or unchanged, 1 a dashboard was refused (edited in Grafana,
@@ -101,7 +104,7 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
         namespace = namespace or settings.namespace
         if namespace is not None and not DNS1123_LABEL.match(namespace):
             raise LlmdashError(f"--namespace {shorten(namespace)} is not a namespace like default, org-2 or stacks-12345")
-        backend = connect(connection, api or settings.api, namespace)
+        backend = connect(connection, api or settings.api, namespace, schema)
         echo = lambda text: click.echo(_shown(text, connection.secrets))  # noqa: E731
         echo(f"dashboard API: {backend.description}")
         code = publish(dashboards, backend, options, echo=echo)

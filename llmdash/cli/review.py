@@ -15,7 +15,7 @@ import click
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
 from llmdash.redact import escape_controls
 from llmdash.review import sides
-from llmdash.review.compare import diff_outputs
+from llmdash.review.compare import V2_SUFFIX, diff_outputs
 from llmdash.review.render import render_markdown, render_text
 
 
@@ -127,6 +127,8 @@ def layout_command(ctx, engine, out_path, base_revision, own_code):
             new = sides.working_tree(ws, Path(workdir), config_path, own_code).output.dashboards
             old = sides.revision(ws, base_revision, Path(workdir), config_path, own_code).output.dashboards \
                 if base_revision else None
+        # The pictures are drawn from the classic JSON only; its v2 twin has the same grid, row by row.
+        new = {name: model for name, model in new.items() if not name.endswith(V2_SUFFIX)}
         if engine not in new:
             raise LlmdashError(f"unknown dashboard {engine!r} (built: {escape_controls(', '.join(sorted(new)))})")
         if old is not None and engine not in old:

@@ -69,6 +69,9 @@ class RemoteDashboard:
     folder_title: str
     provisioned: bool
     resource_version: str = ""     # the resource API's optimistic-concurrency token; "" on /api
+    # The dashboard.grafana.app version Grafana stores it in, when it converted it for this read
+    # (`status.conversion.storedVersion`); "" when it was read in the version it is stored in, or on /api.
+    stored_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class GrafanaBackend(Protocol):
     """What publish needs from Grafana; one implementation per API generation."""
 
     description: str   # which API it speaks, for the first line of `llmdash publish`
+    schema: str        # the dashboard model it reads and writes: "v1" (classic JSON) or "v2"
 
     def health(self) -> str:
         """Return the Grafana version ("" when hidden); raise GrafanaError when not ready."""

@@ -10,18 +10,24 @@ from __future__ import annotations
 from llmdash.delivery.backend import GrafanaBackend, GrafanaError
 from llmdash.delivery.credentials import Connection
 from llmdash.delivery.legacy_api import LegacyApi
-from llmdash.delivery.resource_api import CLASSIC_VERSIONS, DASHBOARD_GROUP, ResourceApi
+from llmdash.delivery.resource_api import CLASSIC_VERSIONS, DASHBOARD_GROUP, V2_VERSIONS, ResourceApi
 from llmdash.delivery.transport import Transport
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
 API_CHOICES = ("auto", "legacy", "resource")
+SCHEMA_CHOICES = ("auto", "v1", "v2")
 DISCOVERY = "reading /apis (API discovery)"
 
 
-def connect(connection: Connection, api: str = "auto", namespace: str | None = None, **transport) -> GrafanaBackend:
+def connect(connection: Connection, api: str = "auto", namespace: str | None = None, schema: str = "auto",
+            **transport) -> GrafanaBackend:
     """The backend for this Grafana: `legacy` is /api; `resource` the /apis dashboard API (an error
     when Grafana does not offer it); `auto` the resource API where `GET /apis` lists
     dashboard.grafana.app with a classic-model version (v1, else v1beta1), else /api.
+
+    `schema` is the dashboard model to publish: `v1` the classic one, as above; `v2` the schema v2 resource
+    (dashboard.grafana.app/v2, an error when /apis does not list it or with `api` legacy); `auto` v2 where
+    /apis lists it and `api` is not legacy, else as `v1`.
 
     Grafana <= 11 (by `/api/health`) is not asked for /apis at all. The namespace is `namespace`
     when given (Grafana Cloud: `stacks-<id>`), else `default` for org 1 and `org-<id>` otherwise.
@@ -29,12 +35,25 @@ def connect(connection: Connection, api: str = "auto", namespace: str | None = N
     """
     if api not in API_CHOICES:
         raise LlmdashError(f"--api must be one of {', '.join(API_CHOICES)}, got {api!r}", EXIT_USAGE)
+    if schema not in SCHEMA_CHOICES:
+        raise LlmdashError(f"--schema must be one of {', '.join(SCHEMA_CHOICES)}, got {schema!r}", EXIT_USAGE)
+    if schema == "v2" and api == "legacy":
+        raise LlmdashError("--schema v2 needs the resource API (/apis/dashboard.grafana.app/v2); "
+                           "/api takes the classic model only: drop --api legacy or use --schema v1", EXIT_USAGE)
     http = Transport(connection, **transport)
     legacy = LegacyApi(http)
     if api == "legacy":
         return legacy
     major = _major(legacy.health())
-    versions = [] if api == "auto" and major is not None and major < 12 else _dashboard_versions(http)
+    old = api == "auto" and schema != "v2" and major is not None and major < 12
+    versions = [] if old else _dashboard_versions(http)
+    v2 = next((v for v in V2_VERSIONS if v in versions), None)
+    if schema == "v2" and v2 is None:
+        offered = f"only {', '.join(http.text(v, 20) for v in versions)}" if versions else "no resource API"
+        raise LlmdashError(f"--schema v2: Grafana at {http.where} offers {offered} for {DASHBOARD_GROUP} "
+                           f"(needs {' or '.join(V2_VERSIONS)}, Grafana 13+); use --schema v1 or auto", EXIT_USAGE)
+    if schema != "v1" and v2 is not None:
+        return ResourceApi(http, api_version=v2, namespace=namespace or _org_namespace(http))
     chosen = next((v for v in CLASSIC_VERSIONS if v in versions), None)
     if chosen is None:
         if api == "auto":

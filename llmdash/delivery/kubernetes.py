@@ -7,6 +7,10 @@ Layout written under DIR, one kustomization per consumer so each can be applied 
     DIR/grafana-operator/llmdash-<engine>.yaml          GrafanaDashboard (grafana.integreatly.org/v1beta1)
     DIR/prometheus-operator/llmdash-<engine>.yaml       PrometheusRule (monitoring.coreos.com/v1)
     DIR/<each>/kustomization.yaml                       its files, with the namespace
+    DIR/grafana-operator-v2/llmdash-<engine>.yaml       GrafanaManifest wrapping the schema v2 Dashboard
+                                                        (generated/dashboards-v2/<engine>.json), with its own
+                                                        kustomization.yaml and not listed in DIR's: apply it
+                                                        instead of grafana-operator/, never both (one uid)
 
 The dashboard JSON inside is exactly generated/dashboards/<engine>.json and the rule groups exactly
 generated/rules/<engine>.rules.yaml, from the same build. Everything is rendered and checked
@@ -24,6 +28,7 @@ import yaml
 
 from llmdash.atomic import Outcome, quoted, update_outputs
 from llmdash.build import render_json
+from llmdash.dashboards import v2
 from llmdash.delivery.publish import check_all
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
@@ -32,6 +37,9 @@ from llmdash.errors import EXIT_USAGE, LlmdashError
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 SIDECAR, OPERATOR, RULES = "sidecar", "grafana-operator", "prometheus-operator"
 FOLDERS = (SIDECAR, OPERATOR, RULES)
+# grafana-operator's GrafanaDashboard is v1-only (grafana-operator #2760); its GrafanaManifest carries any
+# Grafana resource, here the v2 Dashboard (grafana-operator docs/examples/manifests/dashboards-v2).
+OPERATOR_V2 = "grafana-operator-v2"
 KUSTOMIZATION = "kustomization.yaml"
 # Where DIR's kustomization goes when DIR/kustomization.yaml is the user's own.
 KUSTOMIZATION_ASIDE = "kustomization.llmdash.yaml"
@@ -64,6 +72,20 @@ def grafana_dashboard(engine: str, dashboard_json: str, settings) -> dict:
     }
 
 
+def grafana_manifest(engine: str, resource: dict, settings) -> dict:
+    """The v2 Dashboard resource as the GrafanaManifest's `spec.template`. No `grafana.app/folder` annotation:
+    it takes a folder uid that must already exist in Grafana, where GrafanaDashboard's `folder` is a title the
+    operator creates."""
+    return {
+        "apiVersion": "grafana.integreatly.org/v1beta1", "kind": "GrafanaManifest",
+        "metadata": {"name": object_name(engine), "namespace": settings.namespace, "labels": dict(COMMON_LABELS)},
+        "spec": {"instanceSelector": {"matchLabels": dict(settings.instance_selector)},
+                 "template": {"apiVersion": resource["apiVersion"], "kind": resource["kind"],
+                              "metadata": {"name": resource["metadata"]["name"], "labels": dict(COMMON_LABELS)},
+                              "spec": resource["spec"]}},
+    }
+
+
 def prometheus_rule(engine: str, rule_model: dict, settings) -> dict:
     return {
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
@@ -91,9 +113,10 @@ def manifest_files(dashboards: dict[str, dict], rules: dict[str, dict], settings
                                "limit; nothing was written", EXIT_USAGE)
         files[f"{SIDECAR}/{object_name(engine)}.yaml"] = sidecar
         files[f"{OPERATOR}/{object_name(engine)}.yaml"] = grafana_dashboard(engine, text, settings)
+        files[f"{OPERATOR_V2}/{object_name(engine)}.yaml"] = grafana_manifest(engine, v2.rendered(model), settings)
     for engine, model in sorted(rules.items()):
         files[f"{RULES}/{object_name(engine)}.yaml"] = prometheus_rule(engine, model, settings)
-    for folder in FOLDERS:
+    for folder in (*FOLDERS, OPERATOR_V2):
         listed = [path.split("/", 1)[1] for path in files if path.startswith(folder + "/")]
         files[f"{folder}/{KUSTOMIZATION}"] = kustomization(settings.namespace, listed)
     files[KUSTOMIZATION] = kustomization(settings.namespace, list(FOLDERS))
@@ -107,7 +130,7 @@ def write_manifests(dashboards: dict[str, dict], rules: dict[str, dict], directo
     if root.exists() and not root.is_dir():
         raise LlmdashError(f"{quoted(root)} exists and is not a directory", EXIT_USAGE)
     files = manifest_files(dashboards, rules, settings)
-    return update_outputs(root, files, (*FOLDERS, KUSTOMIZATION, KUSTOMIZATION_ASIDE),
+    return update_outputs(root, files, (*FOLDERS, OPERATOR_V2, KUSTOMIZATION, KUSTOMIZATION_ASIDE),
                           aside={KUSTOMIZATION: KUSTOMIZATION_ASIDE})
 
 

@@ -19,6 +19,7 @@ class LegacyApi:
     `overwrite`, so an edit between our GET and our POST is Grafana's 412 version-mismatch."""
 
     description = "/api (legacy dashboard API)"
+    schema = "v1"
 
     def __init__(self, transport: Transport):
         self.http = transport

@@ -32,6 +32,7 @@ from typing import Callable
 from llmdash.review.compare import diff_dashboard, normalise
 from llmdash.review.render import render_text
 from llmdash.vocabulary import FLEET
+from llmdash.dashboards import v2
 from llmdash.dashboards.validate import looks_recorded, validate_dashboard
 from llmdash.delivery.backend import (GrafanaBackend, GrafanaError, Refused, RemoteDashboard, UnconfirmedSave,
                                       VersionMismatch)
@@ -129,8 +130,12 @@ def publish(dashboards: dict[str, dict], backend: GrafanaBackend, options: Publi
     """Publish every dashboard; returns 0 or 1, raises LlmdashError for 2 and 3."""
     check_options(options)
     check_all(dashboards)
+    schema = backend.schema
+    if schema == "v2":
+        dashboards = {name: as_v2(d) for name, d in dashboards.items()}
     version = backend.health()
-    echo(f"Grafana {version or '(version hidden)'}: publishing {len(dashboards)} dashboards to folder "
+    echo(f"Grafana {version or '(version hidden)'}: publishing {len(dashboards)} dashboards "
+         f"{'in schema v2 ' if schema == 'v2' else ''}to folder "
          f"{options.folder_uid!r}{' (dry run, nothing is written)' if options.dry_run else ''}")
     _ensure_folder(backend, options, echo)
 
@@ -138,7 +143,7 @@ def publish(dashboards: dict[str, dict], backend: GrafanaBackend, options: Publi
     total = len(dashboards)
     try:
         for index, (name, dashboard) in enumerate(sorted(dashboards.items()), start=1):
-            outcome, diff_text = _publish_one(name, dashboard, backend, options)
+            outcome, diff_text = _publish_one(name, dashboard, backend, options, schema)
             outcomes.append(outcome)
             version_note = f" v{outcome.version}" if outcome.version else ""
             echo(f"[{index}/{total}] {name} ({outcome.uid}): {outcome.result}{version_note}"
@@ -162,6 +167,18 @@ def publish(dashboards: dict[str, dict], backend: GrafanaBackend, options: Publi
     return EXIT_OK
 
 
+def as_v2(dashboard: dict) -> dict:
+    """What publish sends and compares in schema v2: the checked v2 rendering's spec, with the uid beside it
+    (the backend moves it to metadata.name), so stamps, equality and the diff work on it as on v1."""
+    resource = v2.rendered(dashboard)
+    return {**resource["spec"], "uid": resource["metadata"]["name"]}
+
+
+def schema_family(api_version: str) -> str:
+    """v2alpha1, v2beta1, v2 -> "v2"; v0alpha1, v1beta1, v1 -> "v1" (their spec is the classic model)."""
+    return "v2" if api_version.startswith("v2") else "v1"
+
+
 def _ensure_folder(backend: GrafanaBackend, options: PublishOptions, echo) -> None:
     """Create the target folder before any dashboard (grizzly #143/#585 show the other order failing)."""
     if backend.get_folder(options.folder_uid) is not None:
@@ -173,8 +190,8 @@ def _ensure_folder(backend: GrafanaBackend, options: PublishOptions, echo) -> No
     echo(f"folder {options.folder_uid!r} ({folder.get('title', options.folder_title)}) ready")
 
 
-def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend,
-                 options: PublishOptions) -> tuple[Outcome, str]:
+def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishOptions,
+                 schema: str = "v1") -> tuple[Outcome, str]:
     uid = dashboard["uid"]
     message = f"llmdash publish {options.revision}"
     remote = backend.get_dashboard(uid)
@@ -186,7 +203,12 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend,
 
     live = unstamped(remote.dashboard)
     moved = remote.folder_uid != options.folder_uid
-    if normalise(live) == normalise(dashboard) and not moved:
+    # Stored in the other schema (Grafana converted it for this read): publishing replaces that model, so it is
+    # never done unasked, even when the conversion reads the same, and the same uid means one dashboard, never
+    # a second copy beside it.
+    stored = schema_family(remote.stored_version) if remote.stored_version else schema
+    crossed = stored != schema
+    if normalise(live) == normalise(dashboard) and not moved and not crossed:
         return Outcome(name, uid, UNCHANGED, remote.version), ""
 
     changes = render_text(name, diff_dashboard(live, dashboard))
@@ -197,17 +219,26 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend,
                         "provisioned from files in Grafana (allowUiUpdates: false); remove it from the "
                         "provisioning directory or use `llmdash provision` instead of publish"), ""
 
-    drifted = edited_since_publish(remote.dashboard) or moved
+    drifted = edited_since_publish(remote.dashboard) or moved or crossed
     if drifted and not options.force:
-        why = _drift_reason(remote, moved)
+        why = _cross_reason(remote, stored, schema) if crossed else _drift_reason(remote, moved)
         return _refused(options, name, uid, remote, f"{why}; publishing would lose (- live, + this build):"), changes
     if options.dry_run:
-        return Outcome(name, uid, WOULD_UPDATE, remote.version, "over edits made in Grafana" if drifted else ""), changes
+        over = f"replacing its schema {stored} model" if crossed else "over edits made in Grafana"
+        return Outcome(name, uid, WOULD_UPDATE, remote.version, over if drifted else ""), changes
     outcome = _save(name, dashboard, backend, options, version=remote.version, created=False, message=message,
                     resource_version=remote.resource_version)
     if drifted and outcome.result == UPDATED:
-        outcome = Outcome(name, uid, UPDATED, outcome.version, "--force: overwrote edits made in Grafana")
+        detail = (f"--force: replaced the schema {stored} dashboard with schema {schema}" if crossed
+                  else "--force: overwrote edits made in Grafana")
+        outcome = Outcome(name, uid, UPDATED, outcome.version, detail)
     return outcome, changes
+
+
+def _cross_reason(remote: RemoteDashboard, stored: str, schema: str) -> str:
+    other = "--schema v1" if stored == "v1" else "--schema v2"
+    return (f"stored in Grafana as schema {stored} (dashboard.grafana.app/{remote.stored_version}), read converted "
+            f"to {schema}; publishing schema {schema} replaces that model: use --force to do so, or {other}")
 
 
 def _drift_reason(remote: RemoteDashboard, moved: bool) -> str:

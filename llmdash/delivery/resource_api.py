@@ -21,6 +21,9 @@ from llmdash.delivery.transport import Transport
 
 DASHBOARD_GROUP = "dashboard.grafana.app"
 CLASSIC_VERSIONS = ("v1", "v1beta1")   # versions whose `spec` is the classic JSON model, preferred first
+# Versions whose `spec` is the schema v2 model llmdash renders and checks (llmdash.dashboards.v2): `v2` only.
+# v2beta1 (Grafana 12.x) spells transformations differently (dashboards/grafana_schema/README.md).
+V2_VERSIONS = ("v2",)
 FOLDER_ANNOTATION = "grafana.app/folder"
 MESSAGE_ANNOTATION = "grafana.app/message"
 MANAGER_ANNOTATION = "grafana.app/managedBy"
@@ -33,7 +36,9 @@ class ResourceApi:
         self.http = transport
         self.api_version = api_version
         self.namespace = namespace
-        self.description = f"/apis/{DASHBOARD_GROUP}/{api_version} (namespace {namespace})"
+        self.schema = "v2" if api_version in V2_VERSIONS else "v1"
+        self.description = (f"/apis/{DASHBOARD_GROUP}/{api_version} (namespace {namespace}"
+                            f"{', schema v2' if self.schema == 'v2' else ''})")
         self._collection = f"/apis/{DASHBOARD_GROUP}/{api_version}/namespaces/{namespace}/dashboards"
         self._legacy = LegacyApi(transport)
         self._folder_titles: dict[str, str] = {}
@@ -63,6 +68,11 @@ class ResourceApi:
             raise GrafanaError(f"Grafana returned no dashboard spec for {uid}")
         annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
         folder_uid = self.http.text(annotations.get(FOLDER_ANNOTATION))
+        # Grafana converts a dashboard stored in another version for this read and says so in
+        # status.conversion (@grafana/schema dist/types/schema/dashboard/v2/types.status.gen.d.ts ConversionStatus).
+        status = payload.get("status") if isinstance(payload.get("status"), dict) else {}
+        conversion = status.get("conversion") if isinstance(status.get("conversion"), dict) else {}
+        stored_version = self.http.text(conversion.get("storedVersion"), 20)
         return RemoteDashboard(
             dashboard=checked_model({**spec, "uid": self.http.text(metadata.get("name")) or uid}, uid),
             version=self.http.integer(metadata.get("generation") or 0, "dashboard generation"),
@@ -71,12 +81,15 @@ class ResourceApi:
             # Any manager (file provisioning, Git Sync, Terraform, ...) owns the dashboard, not us.
             provisioned=bool(annotations.get(MANAGER_ANNOTATION)),
             resource_version=self.http.text(metadata.get("resourceVersion")),
+            stored_version="" if stored_version == self.api_version else stored_version,
         )
 
     def save_dashboard(self, dashboard: dict, *, folder_uid: str, version: int, overwrite: bool,
                        message: str, resource_version: str = "") -> SavedDashboard:
         uid = dashboard.get("uid", "")
-        spec = {key: value for key, value in dashboard.items() if key not in ("id", "version")}
+        # A v2 spec has no uid (it is metadata.name only); the classic model keeps its own.
+        own = ("id", "version", "uid") if self.schema == "v2" else ("id", "version")
+        spec = {key: value for key, value in dashboard.items() if key not in own}
         metadata: dict[str, Any] = {"name": uid, "annotations": {MESSAGE_ANNOTATION: message[:500]}}
         if folder_uid:
             metadata["annotations"][FOLDER_ANNOTATION] = folder_uid

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from llmdash.dashboards.v2 import is_v2
 from llmdash.dashboards.walk import grid_order, grid_value, walk_panels
 from llmdash.errors import LlmdashError
+from llmdash.review.v2view import VARIABLE_TYPES, classic_view, spec_of
 from llmdash.inputs import read_text, read_yaml, shorten
 
 # Fields Grafana owns or rewrites on every save/load; they say nothing about the dashboard.
@@ -31,6 +33,8 @@ QUERIED_VARIABLE_TYPES = ("query", "datasource")
 # A built dashboard is ~100 KB; a generated/ file far above that is not one, and is not read.
 MAX_OUTPUT_BYTES = 16 << 20
 GRID_KEYS = ("x", "y", "w", "h")
+V2_DIR = "dashboards-v2"      # where `llmdash build` writes the schema v2 twins
+V2_SUFFIX = "(schema v2)"     # what follows a v2 twin's stem in the change list
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ def normalise(dashboard: dict) -> dict:
     (`current`, re-queried `options`) normalise equal.
     """
     model = copy.deepcopy(dashboard)
+    if is_v2(model):
+        return _normalise_v2(model)
     for key in SERVER_OWNED_KEYS:
         model.pop(key, None)
     if isinstance(model.get("panels"), list):
@@ -73,6 +79,24 @@ def normalise(dashboard: dict) -> dict:
             variable.pop("current", None)
             if variable.get("type") in QUERIED_VARIABLE_TYPES:
                 variable.pop("options", None)
+    return model
+
+
+def _normalise_v2(model: dict) -> dict:
+    """The v2 counterpart: Grafana stamps its build on `vizConfig.version` when it saves an element (what
+    `pluginVersion` is in v1), and re-queries the options of query and datasource variables."""
+    spec = spec_of(model)
+    for element in (spec.get("elements") or {}).values() if isinstance(spec.get("elements"), dict) else ():
+        viz = (element.get("spec") or {}).get("vizConfig") if isinstance(element, dict) else None
+        if isinstance(viz, dict):
+            viz.pop("version", None)
+    if isinstance(spec.get("tags"), list):
+        spec["tags"] = sorted(spec["tags"], key=str)
+    for variable in spec.get("variables") or [] if isinstance(spec.get("variables"), list) else ():
+        if isinstance(variable, dict) and isinstance(variable.get("spec"), dict):
+            variable["spec"].pop("current", None)
+            if variable.get("kind") in VARIABLE_TYPES:
+                variable["spec"].pop("options", None)
     return model
 
 
@@ -166,10 +190,14 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
     if old is None and new is None:
         return []
     if old is None:
+        if is_v2(new):
+            return diff_dashboard(None, classic_view(normalise(new)))
         changes = [Change("dashboard-added", "dashboard", None, _text(new.get("title")))]
         return changes + _panel_changes({"panels": []}, new)
     if new is None:
         return [Change("dashboard-removed", "dashboard", _text(old.get("title")), None)]
+    if is_v2(old) or is_v2(new):
+        return _diff_v2(old, new)
     old_n, new_n = normalise(old), normalise(new)
     changes: list[Change] = []
     for key in ("title", "description"):
@@ -187,6 +215,16 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
     changes += _setting_changes("dashboard", _without(old_n, handled), _without(new_n, handled))
     if not changes and old_n != new_n:
         changes.append(_unitemised(old_n, new_n))
+    return changes
+
+
+def _diff_v2(old: dict, new: dict) -> list[Change]:
+    """Element by element, through the classic view (llmdash.review.v2view), so a v2 change is named by row and
+    panel title as a v1 one is; either side may be classic (a dashboard Grafana stores in the other schema)."""
+    changes = diff_dashboard(classic_view(normalise(old)), classic_view(normalise(new)))
+    if not changes and normalise(old) != normalise(new):
+        changes.append(Change("setting", "dashboard", None, "models differ in a field not itemised here; "
+                                                            "compare the JSON"))
     return changes
 
 
@@ -584,6 +622,13 @@ def load_output(root: Path, shown: str | None = None) -> BuildOutput:
             raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
         except LlmdashError as exc:
             raise LlmdashError(f"{where(path)}: {str(exc).removeprefix(f'{path}: ')}") from None
+    # The schema v2 twins (generated/dashboards-v2/), compared element by element under their own name.
+    for path in sorted((root / V2_DIR).glob("*.json")):
+        try:
+            dashboards[f"{path.stem} {V2_SUFFIX}"] = _checked_dashboard(
+                json.loads(read_text(path, "dashboard", MAX_OUTPUT_BYTES)))
+        except (ValueError, RecursionError) as exc:
+            raise LlmdashError(f"{where(path)}: not a readable dashboard JSON file ({_first_line(exc)})") from None
     for path in sorted((root / "rules").glob("*.rules.yaml")):
         try:
             rules[path.name[: -len(".rules.yaml")]] = read_yaml(path, "rule file") or {}

@@ -96,7 +96,7 @@ def committed(ws: Workspace, workdir: Path) -> Side:
     head = resolve_revision(ws, "HEAD")
     extracted, generated = workdir / "committed", ws.prefix / "generated"
     found = [_copy_files(ws, head, "HEAD", extracted, generated / part, suffix, MAX_OUTPUT_BYTES, "build output")
-             for part, suffix in (("dashboards", ".json"), ("rules", ".rules.yaml"))]
+             for part, suffix in (("dashboards", ".json"), ("dashboards-v2", ".json"), ("rules", ".rules.yaml"))]
     if not any(found):
         return Side(BuildOutput({}, {}), "generated/ at HEAD (absent)")
     return Side(load_output(ws.in_tree(extracted) / "generated", f"HEAD:{generated}"), "generated/ at HEAD")

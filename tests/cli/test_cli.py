@@ -37,7 +37,8 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     engines = tuple(ENGINES)
     dashboards = sorted(engines + ("fleet",))
     assert sorted(snapshot(first)) == [MANIFEST, "alertmanager/llmdash-inhibit-rules.yaml"] + \
-        [f"dashboards/{e}.json" for e in dashboards] + [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
+        [f"dashboards-v2/{e}.json" for e in dashboards] + [f"dashboards/{e}.json" for e in dashboards] + \
+        [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
         ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + \
         ["mtail/sglang.mtail", "mtail/vllm.mtail"] + [f"rules/{e}.rules.yaml" for e in engines] + \
         sorted(f"runbooks/{alert}.md" for alert in Alert if alert not in SLO_ALERTS)   # no objectives configured

@@ -8,12 +8,15 @@ slow answers, answers sent after the request was applied (or a reset instead of 
 arbitrary payloads (a hostile or broken server), UI edits and file-provisioned dashboards.
 
 By default it is a Grafana 11: `/api` only, `/apis` answers 404. With `resource_versions`
-(e.g. ("v1beta1",) for 12.x, ("v1", "v1beta1", "v2beta1") for 13.x) it also serves the Grafana 12+
+(e.g. ("v1beta1",) for 12.x, ("v1", "v1beta1", "v2beta1", "v2") for 13.x) it also serves the Grafana 12+
 resource API for dashboards over the same store, as Grafana's dual-writing storage does, so a
 dashboard saved through one API is read back through the other. Sources for that part are the
 Grafana docs `docs/sources/developer-resources/api-reference/http-api/{apis,dashboard}.md` and
 `pkg/apimachinery/utils/meta.go`; where those say nothing, the fake follows plain Kubernetes
-apiserver semantics and its comment says "unconfirmed".
+apiserver semantics and its comment says "unconfirmed". Of the v2 versions it speaks `v2` only, whose spec
+is the schema v2 model (@grafana/schema `dist/types/schema/dashboard/v2/`); each dashboard is stored in
+the schema it was last written in, and a read in the other one is converted and says so in
+`status.conversion` (`types.status.gen.d.ts` ConversionStatus).
 
 `RawServer` is the other fake: a bare TCP server for answers no HTTP server library would send
 (trickling headers, endless bodies).
@@ -55,6 +58,9 @@ class StoredDashboard:
     provisioned: bool = False
     saves: int = 0          # rows written to dashboard_version; a no-op publish must not add any
     resource_version: int = 0   # metadata.resourceVersion on /apis: moves on every write, whichever API
+    # The dashboard.grafana.app version it was last written through; /api writes the classic model,
+    # recorded as v1beta1 (unconfirmed which v1 version Grafana records for a legacy save).
+    stored_version: str = "v1beta1"
 
 
 @dataclass
@@ -409,6 +415,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return 412, {"status": "version-mismatch", "message": "The dashboard has been changed by someone else"}
             # Each save writes a new version row, even for identical JSON.
             existing.model = _stored(model, title)
+            existing.stored_version = "v1beta1"
             existing.version += 1
             existing.folder_uid = folder_uid
             existing.saves += 1
@@ -475,8 +482,8 @@ class _ResourceApi:
                  "preferredVersion": {"groupVersion": "folder.grafana.app/v1beta1", "version": "v1beta1"}},
                 {"name": GROUP, "versions": versions, "preferredVersion": versions[0]}]}
         match = re.fullmatch(rf"/apis/{re.escape(GROUP)}/([^/]+)/namespaces/([^/]+)/dashboards(?:/([^/]+))?", path)
-        if not match or match.group(1) not in g.resource_versions or match.group(1).startswith("v2"):
-            # v2* carries the v2 schema, not the classic model: this fake does not speak it.
+        if not match or match.group(1) not in g.resource_versions or match.group(1) in ("v2alpha1", "v2beta1"):
+            # v2alpha1/v2beta1 carry earlier drafts of the v2 schema: this fake does not speak them.
             return _status(404, "NotFound", "the server could not find the requested resource")
         version, namespace, name = match.groups()
         if namespace != g.apis_namespace:
@@ -506,12 +513,30 @@ class _ResourceApi:
             # pkg/apimachinery/utils/meta.go + manager.go: file-provisioned dashboards carry the manager.
             annotations.update({"grafana.app/managedBy": "classic-file-provisioning",
                                 "grafana.app/managerId": "llmdash", "grafana.app/sourcePath": f"{name}.json"})
+        spec, status = self._spec(version, name, stored)
         return {"kind": "Dashboard", "apiVersion": f"{GROUP}/{version}",
                 "metadata": {"name": name, "namespace": self.g.apis_namespace, "uid": f"k8s-{stored.id}",
                              "resourceVersion": str(stored.resource_version), "generation": stored.version,
                              "labels": {"grafana.app/deprecatedInternalID": str(stored.id)},
                              "annotations": annotations},
-                "spec": {**copy.deepcopy(stored.model), "uid": name, "version": stored.version}, "status": {}}
+                "spec": spec, "status": status}
+
+    def _spec(self, version: str, name: str, stored: StoredDashboard) -> tuple[dict, dict]:
+        """The stored model in the schema of `version`. Read in the other schema, Grafana converts it and
+        reports `status.conversion.storedVersion` (@grafana/schema dist/types/schema/dashboard/v2/
+        types.status.gen.d.ts ConversionStatus). Its converter (apps/dashboard/pkg/migration/conversion) is
+        not reproduced: v1 -> v2 uses llmdash's own (unconfirmed that Grafana's output is the same), and
+        v2 -> v1 keeps only title, description and tags (unconfirmed; Grafana rebuilds the panels)."""
+        model = copy.deepcopy(stored.model)
+        if _family(version) == _family(stored.stored_version):
+            return (model if _family(version) == "v2" else {**model, "uid": name, "version": stored.version}), {}
+        conversion = {"failed": False, "storedVersion": stored.stored_version}
+        if _family(version) == "v1":
+            return ({key: model[key] for key in ("title", "description", "tags") if key in model}
+                    | {"uid": name, "version": stored.version, "panels": []}), {"conversion": conversion}
+        from llmdash.dashboards.v2 import to_v2
+
+        return to_v2({**model, "uid": name})["spec"], {"conversion": conversion}
 
     def _folder(self, body: dict):
         folder = ((body.get("metadata") or {}).get("annotations") or {}).get("grafana.app/folder") or ""
@@ -531,7 +556,8 @@ class _ResourceApi:
         folder, error = self._folder(body)
         if error:
             return error
-        stored = StoredDashboard(g._new_id(), _stored({**spec, "uid": name}, spec.get("title", "")), 1, folder, saves=1)
+        stored = StoredDashboard(g._new_id(), _resource_spec(version, name, spec), 1, folder, saves=1,
+                                 stored_version=version)
         g.touch(stored)
         g.dashboards[name] = stored
         return 201, self._object(version, name, stored)     # dashboard.md status list: 201 Created
@@ -558,12 +584,25 @@ class _ResourceApi:
         folder, error = self._folder(body)
         if error:
             return error
-        stored.model = _stored({**spec, "uid": name}, spec.get("title", ""))
+        stored.model = _resource_spec(version, name, spec)
+        stored.stored_version = version
         stored.version += 1
         stored.saves += 1
         stored.folder_uid = folder
         g.touch(stored)
         return 200, self._object(version, name, stored)
+
+
+def _family(version: str) -> str:
+    return "v2" if version.startswith("v2") else "v1"
+
+
+def _resource_spec(version: str, name: str, spec: dict) -> dict:
+    """What the store keeps of a resource's spec: a v2 spec verbatim (it has no uid: the name is the
+    uid), a classic one as /api keeps it."""
+    if _family(version) == "v2":
+        return copy.deepcopy(spec)
+    return _stored({**spec, "uid": name}, spec.get("title", ""))
 
 
 class RawServer:
