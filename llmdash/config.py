@@ -26,6 +26,7 @@ MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
 # time picker a relative time like now-3h, now-7d, now/d or now-1d/d.
 GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
 GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$")
+PROMETHEUS_EVALUATION_INTERVAL = "1m"   # Prometheus' default global evaluation_interval
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -133,10 +134,19 @@ class Logs:
 
 @dataclass(frozen=True)
 class Rules:
-    """Prometheus rule files: evaluation interval, how long latency must stay high."""
+    """Prometheus rule files: evaluation interval, how long latency must stay high.
 
-    interval: str = "1m"
+    `interval` unset leaves the groups to the server's `evaluation_interval` (a group's own interval
+    overrides it, so pinning one would delay pages where the server evaluates more often)."""
+
+    interval: str | None = None
     latency_alert_for: str = "10m"
+
+    @property
+    def evaluation_interval(self) -> str:
+        """How often the groups are evaluated where llmdash runs them itself: the configured interval, else
+        Prometheus' default `evaluation_interval`."""
+        return self.interval or PROMETHEUS_EVALUATION_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -316,13 +326,14 @@ def _check(config: Config, path: Path) -> None:
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step,
                  "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
-                 "rules.interval": config.rules.interval,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
                  "preemption.short_window": config.preemption.short_window,
                  "preemption.long_window": config.preemption.long_window,
                  "preemption.keep_firing_for": config.preemption.keep_firing_for,
                  "divergence.baseline_offset": div.baseline_offset,
                  "rules.latency_alert_for": config.rules.latency_alert_for}
+    if config.rules.interval is not None:
+        durations["rules.interval"] = config.rules.interval
     for key, value in durations.items():
         try:
             value_s = seconds(value)

@@ -50,7 +50,13 @@ def build_rules(spec: EngineSpec, config) -> dict:
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    return {"groups": [{"name": f"llmdash-{spec.id}", "interval": config.rules.interval, "rules": rules}]}
+    return {"groups": [rule_group(f"llmdash-{spec.id}", config, rules)]}
+
+
+def rule_group(name: str, config, rules: list[dict]) -> dict:
+    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval."""
+    interval = {"interval": config.rules.interval} if config.rules.interval else {}
+    return {"name": name, **interval, "rules": rules}
 
 
 def split_rules(models: dict[str, dict]) -> tuple[dict, dict]:
