@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import yaml
 
-from llmdash.durations import seconds
+from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
-from llmdash.vocabulary import (ALERTNAME_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL,
+from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL,
                                 Alert)
 
 MISSING_FOR = "15m"
@@ -49,6 +49,8 @@ def build_rules(spec: EngineSpec, config) -> dict:
     rules += [alert for alert in (preemptions_high(sig, config), divergence(sig, config),
                                   latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
               if alert is not None]
+    if spec.has("preemptions"):
+        rules = [wait_for_the_page(rule, spec, config) if rule.get("alert") in INHIBITED else rule for rule in rules]
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
@@ -86,13 +88,35 @@ def alert_labels(config) -> tuple[str, ...]:
                                 config.fleet.instance_label, *config.logs.replica_labels, SIGNAL_LABEL)))
 
 
+INHIBITED = (Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH)   # what a firing preemption page silences
+
+
+def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
+    """An alert the preemption page inhibits, made to wait for the page's decision: Alertmanager cannot recall a
+    warning it already sent, so in a collapse the warning must not reach a receiver before the page does.
+
+    It holds no series while the page is pending for the same model and fleet group (read from `ALERTS`, which
+    the ruler writes for the page, so its `for` restarts there); the divergence warning, whose latency often
+    rises a few minutes before the first preemption, also waits the page's own decision time (its short window
+    and `for`) on top of its `for`. Once the page fires, the inhibition silences it."""
+    where = ", ".join((ENGINE_LABEL, *config.fleet.group_by, MODEL_LABEL))
+    pending = (f'{ALERTS_SERIES}{{{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}", {ALERTSTATE_LABEL}="pending", '
+               f'{ENGINE_LABEL}="{spec.id}"}}')
+    waited = {**rule, "expr": f"({rule['expr']}) unless on ({where}) {pending}"}
+    if rule["alert"] == Alert.DIVERGENCE:
+        p = config.preemption
+        total = seconds(config.divergence.alert_for) + seconds(p.short_window) + seconds(p.alert_for)
+        waited["for"] = f"{total / 60:g}m" if total % 60 == 0 else duration(total)
+    return waited
+
+
 def inhibit_rules(config) -> dict:
     """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
     of the same engine, model and fleet group, which describe the same incident from outside."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
     return {"inhibit_rules": [{
         "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
-        "target_matchers": [f'alertname=~"{Alert.DIVERGENCE}|{Alert.TTFT_HIGH}|{Alert.ITL_HIGH}"'],
+        "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"'],
         "equal": equal,
     }]}
 
