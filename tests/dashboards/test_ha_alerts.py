@@ -62,7 +62,8 @@ def test_alert_panels_and_annotations_count_each_alert_once(tmp_path, default_bu
                if "ALERTS" in t.get("expr", "")]
     assert targets, "the fleet dashboard has no ALERTS-based panel"
     annotations = {f"{board}: {a['name']}": a["target"]["expr"] for board in ("fleet", "vllm")
-                   for a in default_build[board]["annotations"]["list"] if "ALERTS" in (a.get("target") or {}).get("expr", "")}
+                   for a in default_build[board]["annotations"]["list"]
+                   if "ALERTS" in (a.get("target") or {}).get("expr", "")}
     assert f"vllm: {Annotations.ALERTS_FIRING.name}" in annotations
     results = _promtool_results(tmp_path, {**{f"fleet target {i}": _query(e) for i, e in enumerate(targets)},
                                            **{name: _query(e) for name, e in annotations.items()}})

@@ -2,9 +2,10 @@
 
 One replica of three serving a model thrashes (the one-bad-replica scenario). Its data is backfilled up
 to the wall clock, 12 minutes into the collapse, and the Prometheus evaluating the generated rules live
-(every 2 s, at the wall clock) sends to an Alertmanager running the generated alertmanager.yml. Checked: the page reaches the `page` receiver for the bad replica only; the warnings the
-page inhibits reach no receiver, before or after it; and Alertmanager did hold them (they fired, and it
-suppressed them), so the check is not vacuous.
+(every 2 s, at the wall clock) sends to an Alertmanager running the generated alertmanager.yml.
+Checked: the page reaches the `page` receiver for the bad replica only; the warnings the page inhibits
+reach no receiver, before or after it; and Alertmanager did hold them (they fired, and it suppressed
+them), so the check is not vacuous.
 
 Fast by configuration, not by sleeping: the rules are evaluated every 2 s, the page and the latency
 warnings pend for seconds (`fast`), and the Alertmanager copy waits 1 s to group.

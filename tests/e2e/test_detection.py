@@ -40,10 +40,12 @@ def critical(outcome) -> list:
 def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
     collapse = outcomes[(engine, "kv-collapse")]
     divergence = collapse.delay_s(Alert.DIVERGENCE)
-    # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1)
-    deadline = 7 * 60 if engine in MEAN_ONLY else 5 * 60
+    counted = SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter"
+    # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1); where preemptions
+    # are counted the divergence warning waits for the page's decision (+8.6 min on vLLM, seed 1, the page +2.6)
+    deadline = 7 * 60 if engine in MEAN_ONLY else 10 * 60 if counted else 5 * 60
     assert divergence is not None and divergence <= deadline, divergence
-    if SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter":
+    if counted:
         preemption = collapse.delay_s(Alert.PREEMPTIONS_HIGH)
         assert preemption is not None and 0 <= preemption <= 5 * 60, preemption
     # A paused-requests gauge holds the latest iteration only and catches a few pauses in a collapse,
