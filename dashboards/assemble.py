@@ -18,7 +18,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
-from llmdash.rules.generate import alert_names, runbook_url
+from llmdash.rules.generate import alert_labels, alert_names, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
                                 ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, RATE_INTERVAL, TAG, Alert, Annotations, Role,
                                 dashboard_uid)
@@ -201,7 +201,8 @@ def annotations(sig: Signals, config) -> list[dict]:
             f"Preemption in the {sig.spec.title} log {groups}".strip(), step, ",".join(config.fleet.group_by)))
     latency = INFO[sig.latency_role].title
     entries.append(annotation(Annotations.ALERTS_FIRING, firing_alerts((Matcher(ENGINE_LABEL, "=", sig.spec.id),
-                                                                          Matcher(MODEL_LABEL, "=~", "$model_name"))),
+                                                                          Matcher(MODEL_LABEL, "=~", "$model_name")),
+                                                                         config),
                               f"{{{{{ALERTNAME_LABEL}}}}} {{{{{MODEL_LABEL}}}}}", step,
                               f"{ALERTNAME_LABEL},{MODEL_LABEL}"))
     entries.append(annotation(
@@ -212,11 +213,14 @@ def annotations(sig: Signals, config) -> list[dict]:
     return entries
 
 
-def firing_alerts(scope: tuple[Matcher, ...], alert: str = ALERT_PATTERN) -> str:
-    """The ruler's own series of firing llmdash alerts (`alert` a name, or the pattern of them all)."""
+def firing_alerts(scope: tuple[Matcher, ...], config, alert: str = ALERT_PATTERN) -> str:
+    """One series per firing llmdash alert (`alert` a name, or the pattern of them all): `max by` the alert's own
+    labels, so replicas of a ruler writing `ALERTS` into one store (told apart by their external labels) show
+    and count it once."""
     op = "=~" if alert == ALERT_PATTERN else "="
-    return promql.selector(ALERTS_SERIES, (Matcher(ALERTNAME_LABEL, op, alert), Matcher(ALERTSTATE_LABEL, "=", "firing"),
-                                           *scope))
+    series = promql.selector(ALERTS_SERIES, (Matcher(ALERTNAME_LABEL, op, alert),
+                                             Matcher(ALERTSTATE_LABEL, "=", "firing"), *scope))
+    return f"max{promql.by(alert_labels(config))} ({series})"
 
 
 def annotation(kind, expr: str, title: str, step: str, tag_keys: str, name: str | None = None) -> dict:

@@ -47,7 +47,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
     def by_model(reduce: str, key: Key) -> str:
         return f"{reduce}{promql.by(model_labels)} ({read(key)})"
 
-    firing = firing_alerts(scope)
+    firing = firing_alerts(scope, config)
     down = (f"/d/llmdash-${{__data.fields.{ENGINE_LABEL}}}?var-model_name=${{__data.fields.{MODEL_LABEL}}}"
             "&${__url_time_range}")
     legend = " ".join("{{" + label + "}}" for label in (MODEL_LABEL, ENGINE_LABEL, *groups))
@@ -123,6 +123,6 @@ def _variables(running: Series, groups: tuple[str, ...]) -> list[dict]:
 
 
 def _annotations(scope: tuple[Matcher, ...], config) -> list[dict]:
-    pages = firing_alerts(scope, Alert.PREEMPTIONS_HIGH)
+    pages = firing_alerts(scope, config, Alert.PREEMPTIONS_HIGH)
     return [annotation(Annotations.PREEMPTION_PAGES, pages, f"{{{{{MODEL_LABEL}}}}} {{{{instance}}}}",
                        config.divergence.annotation_step, f"{ENGINE_LABEL},{MODEL_LABEL}")]

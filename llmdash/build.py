@@ -20,6 +20,7 @@ from llmdash.panels.recorded import recording_layer
 from llmdash.vocabulary import FLEET, RUNBOOK_DIR
 from llmdash.rules.mtail import mtail_program
 from llmdash.rules.runbooks import runbook_files
+from llmdash.rules.alertmanager import alertmanager_config, render_alertmanager_config
 from llmdash.rules.generate import (build_rules, inhibit_rules, render_inhibit_rules, render_rules,
                                     split_rules)
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
@@ -32,6 +33,7 @@ PARTS = ("dashboards", "rules", "mixin", "mtail")
 PART_SCOPES = {"dashboards": ("dashboards", "dashboards-v2"), "rules": ("rules", "alertmanager", "runbooks"),
                "mixin": ("mixin",), "mtail": ("mtail",)}
 INHIBIT_RULES = "alertmanager/llmdash-inhibit-rules.yaml"
+ALERTMANAGER_CONFIG = "alertmanager/alertmanager.yml"
 
 
 def render_json(model: dict) -> str:
@@ -87,6 +89,7 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
     if "rules" in parts:
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
+        files[ALERTMANAGER_CONFIG] = render_alertmanager_config(alertmanager_config(config))
         files |= {f"{RUNBOOK_DIR.removeprefix('generated/')}/{name}": text for name, text in runbook_files(config).items()}
     if "mixin" in parts:
         files |= mixin_files(dashboards, rules)

@@ -20,6 +20,7 @@ from llmdash.engines.catalog import available_engines
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
 from llmdash.rules.targets import TARGETS
+from llmdash.panels.signals import PAUSED_RESOLUTION
 
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
 MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
@@ -27,6 +28,7 @@ MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
 # time picker a relative time like now-3h, now-7d, now/d or now-1d/d.
 GRAFANA_REFRESH = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
 GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$")
+PROMETHEUS_EVALUATION_INTERVAL = "1m"   # Prometheus' default global evaluation_interval
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -99,18 +101,23 @@ class Slo:
 @dataclass(frozen=True)
 class Divergence:
     """Latency p99 over `window` at least `latency_factor` x its baseline (the median of that p99
-    over `baseline_window`, sampled every `baseline_resolution`), while output tok/s over `window`
+    over `baseline_window`), while output tok/s over `window`
     stays within `throughput_band` of its `baseline_window` rate. The baseline window ends
     `baseline_offset` ago, so an incident shorter than offset + half the window never becomes its own
     baseline. Where an engine has no latency histogram, its mean time per token takes the place of the
-    p99 with `mean_latency_factor`: a mean averages a stall over every token, so it rises less."""
+    p99 with `mean_latency_factor`: a mean averages a stall over every token, so it rises less.
+
+    `baseline_resolution` is how often a baseline computed from raw series (raw dashboards) samples its
+    window; recorded series (rules, recorded dashboards) are read at every sample the rules wrote. Its
+    default is the window itself: 5m windows tile the hour, and a finer step mostly re-reads overlapping
+    windows at 5x the cost of the dashboard's heaviest panel."""
 
     latency_factor: float = 2.0
     mean_latency_factor: float = 1.5
     throughput_band: float = 0.2
     window: str = "5m"
     baseline_window: str = "1h"
-    baseline_resolution: str = "1m"
+    baseline_resolution: str = "5m"
     baseline_offset: str = "1h"
     annotation_step: str = "60s"
     min_tokens_per_second: float = 1.0
@@ -164,11 +171,20 @@ class Logs:
 
 @dataclass(frozen=True)
 class Rules:
-    """Prometheus rule files: evaluation interval, how long latency must stay high."""
+    """Prometheus rule files: evaluation interval, how long latency must stay high.
 
-    interval: str = "1m"
+    `interval` unset leaves the groups to the server's `evaluation_interval` (a group's own interval
+    overrides it, so pinning one would delay pages where the server evaluates more often)."""
+
+    interval: str | None = None
     latency_alert_for: str = "10m"
     target: str = "prometheus"      # the ruler that loads the files: prometheus | vmalert | mimir | thanos
+
+    @property
+    def evaluation_interval(self) -> str:
+        """How often the groups are evaluated where llmdash runs them itself: the configured interval, else
+        Prometheus' default `evaluation_interval`."""
+        return self.interval or PROMETHEUS_EVALUATION_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -358,13 +374,14 @@ def _check(config: Config, path: Path) -> None:
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step,
                  "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
-                 "rules.interval": config.rules.interval,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
                  "preemption.short_window": config.preemption.short_window,
                  "preemption.long_window": config.preemption.long_window,
                  "preemption.keep_firing_for": config.preemption.keep_firing_for,
                  "divergence.baseline_offset": div.baseline_offset,
                  "rules.latency_alert_for": config.rules.latency_alert_for}
+    if config.rules.interval is not None:
+        durations["rules.interval"] = config.rules.interval
     for key, value in durations.items():
         try:
             value_s = seconds(value)
@@ -385,7 +402,16 @@ def _check(config: Config, path: Path) -> None:
         bad("divergence.baseline_window", "must be at least 4x divergence.window to be a baseline")
     if div.min_tokens_per_second < 0:
         bad("divergence.min_tokens_per_second", "must not be negative")
+    # A subquery needs more than one step in its range: Prometheus 3's range selectors are left-open, so a
+    # `[1m:1m]` holds one point there (two on Prometheus 2) and a median or share over it changes meaning.
+    if seconds(div.baseline_resolution) >= seconds(div.baseline_window):
+        bad("divergence.baseline_resolution", f"must be shorter than divergence.baseline_window "
+                                              f"({shorten(div.baseline_window)}) to sample it more than once")
     p = config.preemption
+    for name in ("short_window", "long_window"):
+        if seconds(getattr(p, name)) <= seconds(PAUSED_RESOLUTION):
+            bad(f"preemption.{name}", f"must be longer than {PAUSED_RESOLUTION}, the resolution a paused-requests "
+                                      "gauge is sampled at over it")
     for name in ("page_share", "confirm_share", "min_events", "paused_share", "paused_confirm_share"):
         if getattr(p, name) < 0:
             bad(f"preemption.{name}", "must not be negative")

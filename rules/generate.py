@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import yaml
 
-from llmdash.durations import seconds
+from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
 from llmdash.rules.slo import slo_alerts
 from llmdash.rules.targets import for_target
-from llmdash.vocabulary import ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert
+from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE,
+                                MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert)
 
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
+SIGNAL_LABEL = "signal"   # which signal an LLMServingSignalMissing alert is about
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
 
 
@@ -50,11 +52,18 @@ def build_rules(spec: EngineSpec, config) -> dict:
                                   latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
               if alert is not None]
     rules += [_alert(sig, config, **fields) for fields in slo_alerts(sig, config, _where(config))]
+    if spec.has("preemptions"):
+        rules = [wait_for_the_page(rule, spec, config) if rule.get("alert") in INHIBITED else rule for rule in rules]
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    return for_target({"groups": [{"name": f"llmdash-{spec.id}", "interval": config.rules.interval, "rules": rules}]},
-                      config.rules.target)
+    return for_target({"groups": [rule_group(f"llmdash-{spec.id}", config, rules)]}, config.rules.target)
+
+
+def rule_group(name: str, config, rules: list[dict]) -> dict:
+    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval."""
+    interval = {"interval": config.rules.interval} if config.rules.interval else {}
+    return {"name": name, **interval, "rules": rules}
 
 
 def split_rules(models: dict[str, dict]) -> tuple[dict, dict]:
@@ -75,13 +84,42 @@ def render_rules(model: dict) -> str:
         yaml.dump(model, Dumper=SAFE_DUMPER, sort_keys=False, width=10_000, allow_unicode=True)
 
 
+def alert_labels(config) -> tuple[str, ...]:
+    """Every label that tells one llmdash alert from another (name, severity, the aggregation's labels), and
+    none a ruler replica adds: what `ALERTS` readers keep so that HA rulers writing one store count once."""
+    return tuple(dict.fromkeys((ALERTNAME_LABEL, SEVERITY_LABEL, ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by,
+                                config.fleet.instance_label, *config.logs.replica_labels, SIGNAL_LABEL)))
+
+
+INHIBITED = (Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH)   # what a firing preemption page silences
+
+
+def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
+    """An alert the preemption page inhibits, made to wait for the page's decision: Alertmanager cannot recall a
+    warning it already sent, so in a collapse the warning must not reach a receiver before the page does.
+
+    It holds no series while the page is pending for the same model and fleet group (read from `ALERTS`, which
+    the ruler writes for the page, so its `for` restarts there); the divergence warning, whose latency often
+    rises a few minutes before the first preemption, also waits the page's own decision time (its short window
+    and `for`) on top of its `for`. Once the page fires, the inhibition silences it."""
+    where = ", ".join((ENGINE_LABEL, *config.fleet.group_by, MODEL_LABEL))
+    pending = (f'{ALERTS_SERIES}{{{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}", {ALERTSTATE_LABEL}="pending", '
+               f'{ENGINE_LABEL}="{spec.id}"}}')
+    waited = {**rule, "expr": f"({rule['expr']}) unless on ({where}) {pending}"}
+    if rule["alert"] == Alert.DIVERGENCE:
+        p = config.preemption
+        total = seconds(config.divergence.alert_for) + seconds(p.short_window) + seconds(p.alert_for)
+        waited["for"] = f"{total / 60:g}m" if total % 60 == 0 else duration(total)
+    return waited
+
+
 def inhibit_rules(config) -> dict:
     """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
     of the same engine, model and fleet group, which describe the same incident from outside."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
     return {"inhibit_rules": [{
         "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
-        "target_matchers": [f'alertname=~"{Alert.DIVERGENCE}|{Alert.TTFT_HIGH}|{Alert.ITL_HIGH}"'],
+        "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"'],
         "equal": equal,
     }]}
 
@@ -259,7 +297,7 @@ def signals_missing(sig: Signals, config) -> list[dict]:
             f"{instance} serving {_where(config)} exports {sig.spec.title}'s running-requests gauge but none of "
             f"{names} for {MISSING_FOR}. Dashboards and alerts that read the {role} signal are blind for it: a "
             "renamed series after an upgrade, a disabled metrics option, or a relabelling rule that drops it.",
-            labels={"signal": str(role)}))
+            labels={SIGNAL_LABEL: str(role)}))
     return rules
 
 

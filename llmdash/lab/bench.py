@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from llmdash.config import Config
-from llmdash.rules.generate import build_rules, rule_scope
+from llmdash.rules.generate import build_rules, rule_group, rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
@@ -82,7 +82,7 @@ def naive_rules(spec: EngineSpec, config: Config) -> dict:
         {"alert": NAIVE_STATIC_LATENCY, "expr": f"{sig.latency(role, window=d.window)} > {threshold:g}",
          "for": d.alert_for, "labels": {ENGINE_LABEL: spec.id}},
     ]
-    return {"groups": [{"name": f"naive-{spec.id}", "interval": config.rules.interval, "rules": rules}]}
+    return {"groups": [rule_group(f"naive-{spec.id}", config, rules)]}
 
 
 def simulated_series(scenario: scenarios.Scenario, specs: dict[str, EngineSpec], seed: int) -> dict[str, dict]:
@@ -126,9 +126,9 @@ def first_firings(spec: EngineSpec, config: Config, series: dict[str, dict], dur
               for selector, values in sorted(series.items())]
     end = f"{steps * STEP_S}s"
     checks = [{"expr": f'label_replace({fn}_over_time(timestamp(ALERTS{{alertname="{alert}", alertstate="firing"}})'
-                       f'[{end}:{config.rules.interval}]), "bench_when", "{fn}", "", "")',
+                       f'[{end}:{config.rules.evaluation_interval}]), "bench_when", "{fn}", "", "")',
                "eval_time": end, "exp_samples": []} for alert in alerts for fn in ("min", "max")]
-    test = {"rule_files": rule_files, "evaluation_interval": config.rules.interval,
+    test = {"rule_files": rule_files, "evaluation_interval": config.rules.evaluation_interval,
             "tests": [{"interval": f"{STEP_S}s", "input_series": inputs, "promql_expr_test": checks}]}
     test_path = workdir / f"{spec.id}.test.yaml"
     test_path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))

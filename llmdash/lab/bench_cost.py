@@ -212,7 +212,7 @@ class Fleet:
 
     instances: int
     range_s: float        # the dashboards' default range (20), or a shorter one scaled up (200)
-    data_hours: float     # range + the longest lookback (the divergence's [1h:1m] subquery of a 5m rate)
+    data_hours: float     # range + the longest lookback (the divergence's 1h baseline subquery of a 5m rate)
     with_anchor: bool     # also generate the series only vLLM's overview reads, and measure it
 
 

@@ -40,10 +40,12 @@ def critical(outcome) -> list:
 def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
     collapse = outcomes[(engine, "kv-collapse")]
     divergence = collapse.delay_s(Alert.DIVERGENCE)
-    # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1)
-    deadline = 7 * 60 if engine in MEAN_ONLY else 5 * 60
+    counted = SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter"
+    # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1); where preemptions
+    # are counted the divergence warning waits for the page's decision (+8.6 min on vLLM, seed 1, the page +2.6)
+    deadline = 7 * 60 if engine in MEAN_ONLY else 10 * 60 if counted else 5 * 60
     assert divergence is not None and divergence <= deadline, divergence
-    if SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter":
+    if counted:
         preemption = collapse.delay_s(Alert.PREEMPTIONS_HIGH)
         assert preemption is not None and 0 <= preemption <= 5 * 60, preemption
     # A paused-requests gauge holds the latest iteration only and catches a few pauses in a collapse,
@@ -64,3 +66,19 @@ def test_naive_baselines_miss_what_the_project_catches(outcomes):
     """The reason this project exists, measured: throughput does not drop during the collapse."""
     for engine in ENGINES:
         assert outcomes[(engine, "kv-collapse")].delay_s(bench.NAIVE_THROUGHPUT_DROP) is None
+
+
+WARNINGS_THE_PAGE_INHIBITS = (Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH)
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if SPECS[e].has("preemptions")
+                                    and SPECS[e].signal("preemptions").sources[0].kind == "counter"])
+def test_no_warning_fires_before_the_page_in_a_collapse(outcomes, engine):
+    """Alertmanager's inhibition cannot recall what it already sent: a warning of the same model that fires
+    before the page reaches the ticket receiver first. The warnings wait for the page's decision."""
+    collapse = outcomes[(engine, "kv-collapse")]
+    page = collapse.delay_s(Alert.PREEMPTIONS_HIGH)
+    assert page is not None, "no page to wait for"
+    early = {alert: collapse.delay_s(alert) for alert in WARNINGS_THE_PAGE_INHIBITS
+             if collapse.delay_s(alert) is not None and collapse.delay_s(alert) < page}
+    assert not early, f"fired before the page (+{page / 60:.1f} min): {early}"

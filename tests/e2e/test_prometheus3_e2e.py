@@ -1,0 +1,142 @@
+"""Stored as Prometheus 3 stores it, every engine's data gives the same panels, annotations and rules.
+
+Prometheus 3 normalises a classic histogram's `le` (and a summary's `quantile`) to float text at
+ingestion (`labels.FormatOpenMetricsFloat`: `le="5000"` is stored as `le="5000.0"`, `le="1"` as
+`le="1.0"`), while exporters written in Rust, Go or C++ write integers without `.0`. The simulator's
+kv-collapse of every engine is backfilled into one real Prometheus twice: as the exporters write it, and
+a later copy rewritten exactly as Prometheus 3 would store it (`promql.prometheus3_float`). The
+recording rules are backfilled over both (promtool, level by level); then every panel target, every
+annotation and every rule expression (recording and alerting) is evaluated over each copy and must
+give the same series, point for point.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import pytest
+
+from llmdash.build import build_dashboards, build_rule_files
+from llmdash.config import Config
+from llmdash.engines.catalog import load_all, load_engine
+from llmdash.lab.bench_cost import backfill_rules
+from llmdash.lab.emitters import simulated_engines
+from llmdash.lab.evaluate import evaluate_dashboard
+from llmdash.lab.promserver import SLOT_GAP_S, PrometheusServer
+from llmdash.lab.scenarios import build, write_openmetrics
+from llmdash.panels.promql import prometheus3_float
+from llmdash.vocabulary import Alert
+
+pytestmark = pytest.mark.e2e
+
+ENGINES = simulated_engines(load_all())
+STEP_S = 60.0
+FLOAT_LABEL = re.compile(r'\b(le|quantile)="([^"]*)"')
+SAMPLE_TIME = re.compile(r" (\d+(?:\.\d+)?)$")
+
+
+def as_prometheus3(line: str, shift_s: float) -> str:
+    """One OpenMetrics line as Prometheus 3 would store it, `shift_s` later."""
+    if line.startswith("#"):
+        return line
+    line = FLOAT_LABEL.sub(lambda m: f'{m[1]}="{prometheus3_float(float(m[2]))}"', line)
+    return SAMPLE_TIME.sub(lambda m: f" {float(m[1]) + shift_s:.3f}", line)
+
+
+@pytest.fixture(scope="module")
+def stores():
+    """(server, {"exporter": (start, end), "prometheus3": (start, end)}, rule files) on one Prometheus."""
+    scenario = build("kv-collapse")
+    shift = scenario.duration_s + SLOT_GAP_S + 3600   # the copies' rates never reach each other's baselines
+    start = (time.time() // 3600) * 3600 - 3600 - 2 * shift
+    server = PrometheusServer()
+    try:
+        exporter, normalised = server.dir / "exporter.om", server.dir / "prometheus3.om"
+        with open(exporter, "w") as out:
+            write_openmetrics(scenario, {e: load_engine(e) for e in ENGINES}, 1, start, out)
+        with open(exporter) as src, open(normalised, "w") as out:
+            out.writelines(as_prometheus3(line.rstrip("\n"), shift) + "\n" for line in src)
+        for path in (exporter, normalised):
+            with open(path, "a") as out:
+                out.write("# EOF\n")
+            server.backfill(path)
+        server.start()
+        rules = build_rule_files(Config())
+        every = {"groups": [group for model in rules.values() for group in model["groups"]]}
+        backfill_rules(server, every, start - 3600, start + 2 * shift, server.dir)
+        windows = {"exporter": (start, start + scenario.duration_s),
+                   "prometheus3": (start + shift, start + shift + scenario.duration_s)}
+        yield server, windows, rules
+    finally:
+        server.stop()
+
+
+def relative(series, start: float) -> dict:
+    """Label set -> [(seconds into the window, value)], comparable across the two copies: a kept `le` or
+    `quantile` label (a recorded bucket rate keeps `le`) is compared by its Prometheus 3 text."""
+    return {tuple(sorted((k, prometheus3_float(float(v)) if k in ("le", "quantile") else v)
+                         for k, v in s.labels.items())): [(round(t - start), v) for t, v in s.points] for s in series}
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        len(a[k]) == len(b[k]) and all(ta == tb and math.isclose(va, vb, rel_tol=1e-9, abs_tol=1e-12)
+                                       for (ta, va), (tb, vb) in zip(a[k], b[k])) for k in a)
+
+
+class Series:
+    def __init__(self, labels, points):
+        self.labels, self.points = labels, points
+
+
+def range_series(server, expr: str, start: float, end: float) -> list[Series]:
+    return [Series(r["metric"], [(float(t), float(v)) for t, v in r["values"]])
+            for r in server.query_range(expr, start, end, STEP_S)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_panel_and_annotation_gives_the_same_answer(stores, engine):
+    server, windows, _ = stores
+    dashboard = build_dashboards(Config())[engine]
+    results = {name: evaluate_dashboard(dashboard, server, *window, STEP_S) for name, window in windows.items()}
+    a, b = results["exporter"], results["prometheus3"]
+    differ = []
+    for pa, pb in zip(a.panels, b.panels):
+        for ta, tb in zip(pa.targets, pb.targets):
+            if not same(relative(ta.series, a.start), relative(tb.series, b.start)):
+                differ.append(f"{pa.row} / {pa.title} / {ta.ref_id}: {ta.expr}")
+    assert not differ, "differs when stored as Prometheus 3 stores it:\n" + "\n".join(differ)
+    assert any(t.has_data for p in b.panels for t in p.targets)
+    shifted = {name: [(r.labels, r.start - b.start, r.end - b.start) for r in regions]
+               for name, regions in b.annotations.items()}
+    assert shifted == {name: [(r.labels, r.start - a.start, r.end - a.start) for r in regions]
+                       for name, regions in a.annotations.items()}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_rule_gives_the_same_answer(stores, engine):
+    server, windows, rules = stores
+    differ, answered = [], {}
+    for rule in (rule for group in rules[engine]["groups"] for rule in group["rules"]):
+        name = rule.get("record") or rule["alert"]
+        got = {store: relative(range_series(server, rule["expr"], *window), window[0])
+               for store, window in windows.items()}
+        if not same(got["exporter"], got["prometheus3"]):
+            differ.append(f"{name}: {rule['expr']}")
+        answered[name] = answered.get(name, False) or bool(got["prometheus3"])
+    assert not differ, "differs when stored as Prometheus 3 stores it:\n" + "\n".join(differ)
+    if engine == "tensorrt-llm-triton":
+        # reads le="5000" of a millisecond histogram: on Prometheus 3 that bucket is le="5000.0"
+        assert answered[Alert.TTFT_HIGH], "Triton's TTFT alert does not fire on either store"
+
+
+def test_the_copy_is_stored_as_prometheus_3_stores_it(stores):
+    """The comparison can fail: an exact matcher on the exporter's text finds the bucket in one copy only."""
+    server, windows, _ = stores
+    exact = 'nv_inference_first_response_histogram_ms_bucket{le="5000"}'
+    found = {store: bool(server.query_range(exact, *window, STEP_S)) for store, window in windows.items()}
+    assert found == {"exporter": True, "prometheus3": False}
+    assert as_prometheus3('x_bucket{le="5000",quantile="1"} 3 100', 10) == \
+        'x_bucket{le="5000.0",quantile="1.0"} 3 110.000'
