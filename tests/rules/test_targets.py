@@ -34,7 +34,8 @@ def test_a_ruler_without_keep_firing_for_gets_the_hold_in_the_expression(target)
     assert "keep_firing_for" not in page
     condition = plain[Alert.PREEMPTIONS_HIGH]["expr"]
     hold = Config().preemption.keep_firing_for
-    assert page["expr"] == f"({condition}) or last_over_time(({condition})[{hold}:{Config().rules.interval}])"
+    step = Config().rules.interval or ""          # unset: the subquery steps at the evaluation interval
+    assert page["expr"] == f"({condition}) or last_over_time(({condition})[{hold}:{step}])"
     assert {k: r for k, r in shaped.items() if k != Alert.PREEMPTIONS_HIGH} == \
         {k: r for k, r in plain.items() if k != Alert.PREEMPTIONS_HIGH}
 
