@@ -105,8 +105,7 @@ class Registry:
         missing = [label for label in exported if label not in values]
         if missing:
             raise ValueError(f"{name}: no value for labels {missing}")
-        # "" is an absent label (how Prometheus reads it): SGLang's dp_rank exists only under data parallelism
-        self.series.append(_Series(metric, _labels({k: values[k] for k in exported if values[k] != ""}), cell))
+        self.series.append(_Series(metric, _labels({k: values[k] for k in exported}), cell))
         return cell
 
     def cell(self, name: str, **labels: str) -> Cell:

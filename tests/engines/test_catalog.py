@@ -45,7 +45,7 @@ def test_sglang_ranks_are_deduplicated_not_filtered():
 def test_a_rank_label_no_series_carries_is_refused(tmp_path):
     target = tmp_path / "sglang.yaml"
     target.write_text((CATALOG_DIR / "sglang.yaml").read_text().replace("unit: [dp_rank]", "unit: [dp_ranks]"))
-    with pytest.raises(LlmdashError, match=r"ranks\.unit: no series of this catalog has the label dp_ranks"):
+    with pytest.raises(LlmdashError, match=r"ranks\.unit: no series of this catalog has the label 'dp_ranks'"):
         load_catalog(target)
 
 

@@ -16,7 +16,7 @@ class SglangMetrics(EngineMetrics):
     def constant_labels(self):
         return {"model_name": self.model, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0",
                 "tp_rank": "0", "is_streaming": "true",
-                "dp_rank": ""}   # one data-parallel rank: SGLang exports no dp_rank then
+                "dp_rank": ""}   # one data-parallel rank: an empty value, which Prometheus stores as no label
 
     def build(self):
         r = self.reg
