@@ -101,13 +101,13 @@ class Preemption:
 
     window: str = "5m"
     page_share: float = 0.03
-    confirm_share: float = 0.02
-    min_events: float = 4
+    confirm_share: float = 0.03
+    min_events: float = 6
     min_finished: float = 20
     paused_share: float = 0.5
     paused_confirm_share: float = 0.1
     short_window: str = "2m"
-    long_window: str = "5m"
+    long_window: str = "4m"
     alert_for: str = "2m"
     keep_firing_for: str = "5m"
     chronic_share: float = 0.005
