@@ -1,11 +1,12 @@
 """promtool input series as Prometheus scrapes them: every 15 s, at a phase of its own per instance.
 
 Why not `rule_scenarios`: its minute-resolution series line every sample up with the rule evaluation,
-which hides what a page does with a burst that falls just before or after a scrape. Here a series is
-built from what the engine's code does (integer counters that jump when events happen, gauges,
-histogram buckets) and sampled at `t - phase`: an instance scraped `phase` seconds after the others
-reports what its counters held that much earlier at each of promtool's sample times. A sample of None
-is a failed scrape (promtool's `_`).
+which hides what a page does with a burst that falls just before or after a scrape (and `rate()`
+extrapolates only when a window's first and last samples sit inside it, not on its edges). Here a
+series is built from what the engine's code does (integer counters that jump when events happen,
+histogram buckets) and given to promtool on a 5 s grid (`RESOLUTION_S`), with a sample only every
+15 s at the instance's phase (0, 5 or 10 s after the rule evaluation's minute) and `_` between, so
+scrape timestamps really are not aligned with evaluation. A failed scrape is `_` too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-STEP_S = 15
+STEP_S = 15         # scrape interval
+RESOLUTION_S = 5    # promtool's sample grid: a scrape may fall on any 5 s of it
 
 
 @dataclass
@@ -31,14 +33,16 @@ class Series:
 
 
 def times(minutes: float) -> list[float]:
-    return [k * STEP_S for k in range(int(minutes * 60 / STEP_S) + 1)]
+    return [k * RESOLUTION_S for k in range(int(minutes * 60 / RESOLUTION_S) + 1)]
 
 
 def counter(name: str, labels: dict, minutes: float, total: Callable[[float], float], phase: float = 0.0,
             gaps: tuple[tuple[float, float], ...] = ()) -> Series:
-    """A counter whose value at time t (seconds) is `total(t)`, scraped at t - phase; no sample inside a gap
-    (start, end) in seconds."""
-    values = [None if any(a <= t < b for a, b in gaps) else float(total(max(t - phase, 0.0))) for t in times(minutes)]
+    """A counter whose value at time t (seconds) is `total(t)`, scraped every 15 s at `phase` (rounded to the
+    5 s grid); no sample inside a gap (start, end) in seconds."""
+    offset = round(phase / RESOLUTION_S) * RESOLUTION_S % STEP_S
+    values = [None if (t - offset) % STEP_S or any(a <= t < b for a, b in gaps) else float(total(t))
+              for t in times(minutes)]
     return Series(name, labels, values)
 
 
