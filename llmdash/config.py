@@ -101,13 +101,13 @@ class Preemption:
 
     window: str = "5m"
     page_share: float = 0.03
-    confirm_share: float = 0.03
+    confirm_share: float = 0.02
     min_events: float = 6
     min_finished: float = 20
     paused_share: float = 0.5
     paused_confirm_share: float = 0.1
     short_window: str = "2m"
-    long_window: str = "4m"
+    long_window: str = "3m"
     alert_for: str = "2m"
     keep_firing_for: str = "5m"
     chronic_share: float = 0.005
@@ -381,9 +381,6 @@ def _check(config: Config, path: Path) -> None:
             bad(f"preemption.{name}", "must not be negative")
     if p.min_finished <= 0:
         bad("preemption.min_finished", "must be above 0 (the finished requests a share is taken over at least)")
-    if seconds(p.alert_for) < seconds(p.short_window):
-        bad("preemption.alert_for", f"must be at least preemption.short_window ({p.short_window}): shorter, one "
-                                    "moment's evictions page")
     if config.straggler.factor <= 1:
         bad("straggler.factor", f"must be above 1, got {config.straggler.factor:g}")
     for name in ("paused_share", "paused_confirm_share"):
