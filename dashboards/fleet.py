@@ -31,6 +31,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
     per_request_key = Key("preemptions_per_request", window=p.window)
     kv_key = Key(Role.KV_USAGE)
     share_key = Key("preemption_share", window=p.short_window, level=Level.INSTANCE)
+    divergence_key = Key("divergence", window=d.window)
 
     def name(key: Key) -> str:
         return recorded[key].name if key in recorded else ""
@@ -113,8 +114,10 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         (f"Every engine, cluster and model served, from llmdash's recording rules: throughput beside latency "
          f"{HEADLINE} and preemption, worst first, linking down to each engine's dashboard."),
         FLEET_TAG, panels, config, [])
+    divergence = (promql.as_flag(promql.selector(recorded[divergence_key].name, scope))
+                  if divergence_key in recorded else None)
     return postprocess.to_grafana(dashboard, _variables(recorded[Key(Role.RUNNING)], groups),
-                                  _annotations(scope, config))
+                                  _annotations(scope, config, divergence))
 
 
 def _variables(running: Series, groups: tuple[str, ...]) -> list[dict]:
@@ -122,7 +125,15 @@ def _variables(running: Series, groups: tuple[str, ...]) -> list[dict]:
                                                 ("model_name", MODEL_LABEL, "Model")])
 
 
-def _annotations(scope: tuple[Matcher, ...], config) -> list[dict]:
+def _annotations(scope: tuple[Matcher, ...], config, divergence: str | None) -> list[dict]:
+    """Preemption pages, and (from the recorded divergence series, where some engine records it) every model
+    whose latency is up with throughput flat: the two marks an on-call looks for on the landing page."""
     pages = firing_alerts(scope, config, Alert.PREEMPTIONS_HIGH)
-    return [annotation(Annotations.PREEMPTION_PAGES, pages, f"{{{{{MODEL_LABEL}}}}} {{{{instance}}}}",
-                       config.divergence.annotation_step, f"{ENGINE_LABEL},{MODEL_LABEL}")]
+    step = config.divergence.annotation_step
+    marks = [annotation(Annotations.PREEMPTION_PAGES, pages, f"{{{{{MODEL_LABEL}}}}} {{{{instance}}}}",
+                        step, f"{ENGINE_LABEL},{MODEL_LABEL}")]
+    if divergence is not None:
+        marks.append(annotation(Annotations.DIVERGENCE, divergence,
+                                f"Divergence {{{{{MODEL_LABEL}}}}} on {{{{{ENGINE_LABEL}}}}}: latency up, throughput flat",
+                                step, f"{ENGINE_LABEL},{MODEL_LABEL}"))
+    return marks

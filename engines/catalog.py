@@ -17,7 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 from llmdash.engines.log_regex import PatternError, compile_pattern
 from llmdash.engines.model import (DECLARED_ROLES, EXPORTERS, HISTOGRAM_PARTS, REQUIRED_ROLES, ROLE_TYPES,
-                                   UNIT_TO_SECONDS, EngineSpec, LogPattern, Metric, Signal, Source, bound_problem)
+                                   UNIT_TO_SECONDS, EngineSpec, LogPattern, Metric, Ranks, Signal, Source,
+                                   bound_problem)
 from llmdash.engines.schema import first_problem
 from llmdash.engines.variants import derive
 from llmdash.errors import LlmdashError
@@ -151,10 +152,23 @@ class _Parser:
         slo = self.slo_defaults(data["slo_defaults"], signals)
         spec = EngineSpec(engine, data["title"], exporter, model_label, first, last, slo, metrics, signals, self.path,
                           log_patterns=self.log_patterns(data.get("logs")), model_label_from_scrape=from_scrape,
-                          selectors=tuple(sorted(data.get("selectors", {}).items())), **variant)
+                          selectors=tuple(sorted(data.get("selectors", {}).items())),
+                          ranks=self.ranks(data.get("ranks") or {}, metrics), **variant)
         if spec.log_patterns:
             self.regex(spec.log_prefix_regex, "logs")   # mtail's program also matches every prefix at once
         return spec
+
+    def ranks(self, body: dict, metrics: dict[str, Metric]) -> Ranks:
+        """The rank labels, each carried by some series (a misspelt one would silently dedup nothing)."""
+        unit, copies = tuple(body.get("unit", ())), tuple(body.get("copies", ()))
+        carried = {label for metric in metrics.values() for label in metric.labels}
+        for kind, labels in (("unit", unit), ("copies", copies)):
+            for label in labels:
+                if label not in carried:
+                    raise self.fail(f"ranks.{kind}", f"no series of this catalog has the label {shorten(label)}")
+        if set(unit) & set(copies):
+            raise self.fail("ranks", "a label is either a unit or a copy, not both")
+        return Ranks(unit, copies, body.get("note", ""))
 
     def derived(self, data: dict) -> tuple[dict, dict]:
         """A variant's catalog (see `llmdash.engines.variants`), from its base beside it."""

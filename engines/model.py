@@ -177,6 +177,18 @@ class LogPattern:
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """How an engine labels the parallel ranks of one replica. `unit`: the labels naming one KV cache inside
+    an instance (a data-parallel rank: its own scheduler, batch and KV cache); `copies`: the labels of ranks
+    that repeat one unit's numbers (tensor, pipeline and expert-parallel ranks of the same scheduler), so a
+    value is taken once per unit (the max over its copies), never summed over them."""
+
+    unit: tuple[str, ...] = ()
+    copies: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     id: str
     title: str
@@ -195,6 +207,7 @@ class EngineSpec:
     base: str | None = None  # the engine a variant derives from
     renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
     added_labels: tuple[str, ...] = ()  # labels a variant's exporter adds to every series
+    ranks: "Ranks" = field(default_factory=lambda: Ranks())  # how parallel ranks label one replica's series
 
     def exported_name(self, base_name: str) -> str | None:
         """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""

@@ -109,6 +109,8 @@ LOG_PATTERN = _mapping({
     "note": _string("one-line", null=True),
 }, ("prefix", "message", "count", "since", "source", "example"))
 
+RANKS = _mapping({"unit": LABEL_NAMES, "copies": LABEL_NAMES, "note": TEXT})
+
 CATALOG = _mapping({
     "engine": ENGINE,
     "title": LINE,
@@ -125,6 +127,7 @@ CATALOG = _mapping({
                                   "x-problem": f"unknown role (known: {', '.join(ROLE_TYPES)})"}},
     "model_label_from_scrape": BOOL,
     "selectors": LABEL_VALUES,
+    "ranks": RANKS,
     "logs": {"type": ["object", "null"], "minProperties": 1, "propertyNames": _string("pattern-name", blank=True),
              "additionalProperties": LOG_PATTERN,
              "x-problem": "expected a non-empty mapping of pattern name to log line"},

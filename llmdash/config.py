@@ -126,22 +126,43 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Preemption:
-    """`window`: the preemption panels' annotation and the per-model recorded rate. The page is per
-    instance and normalised by its work: preemptions per finished request at least `page_share` over
-    `short_window` (and at least `min_events` of them) and `confirm_share` over `long_window`; on
-    engines with only a paused-requests gauge, the share of the last `short_window` in which requests
-    were paused at least `paused_share` (and `paused_confirm_share` of `long_window`)."""
+    """`window`: the preemption panels' annotation and the per-model recorded rate. The page is per KV-cache
+    unit (instance, and data-parallel rank where the engine has one) and needs a burst: preemptions per
+    finished request at least `page_share` over `short_window` (and at least `min_events` of them) and
+    `confirm_share` over `long_window`, held for `alert_for` (at least `short_window`, so one moment's
+    evictions never page). The finished requests are clamped to at least `min_finished` per window, so a
+    unit that keeps preempting while nothing completes pages, and a few completions cannot make a large
+    share. A sustained low share (`chronic_share` over `chronic_window`, for `chronic_for`) is a capacity
+    warning, not a page. On engines with only a paused-requests gauge, the share of the last
+    `short_window` in which requests were paused at least `paused_share` (and `paused_confirm_share` of
+    `long_window`)."""
 
     window: str = "5m"
-    page_share: float = 0.02
-    confirm_share: float = 0.002
-    min_events: float = 2
+    page_share: float = 0.03
+    confirm_share: float = 0.02
+    min_events: float = 6
+    min_finished: float = 20
     paused_share: float = 0.5
     paused_confirm_share: float = 0.1
     short_window: str = "2m"
-    long_window: str = "30m"
-    alert_for: str = "1m"
-    keep_firing_for: str = "10m"
+    long_window: str = "3m"
+    alert_for: str = "2m"
+    keep_firing_for: str = "5m"
+    chronic_share: float = 0.005
+    chronic_window: str = "30m"
+    chronic_for: str = "15m"
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The per-instance latency warning: one replica whose token-latency p99 (ITL, else per-request TPOT) over
+    `divergence.window` (the window every recorded latency has) is at least `factor` x its model's p99 across the
+    fleet (and at least `min_seconds`), with at least `min_tokens_per_second` of its own output, for `alert_for`."""
+
+    factor: float = 3.0
+    min_seconds: float = 0.1
+    min_tokens_per_second: float = 1.0
+    alert_for: str = "10m"
 
 
 @dataclass(frozen=True)
@@ -162,11 +183,12 @@ class Logs:
     its series (e.g. `{job: mtail}`); `replica_labels` are labels an engine's series and its mtail's
     series share per replica (e.g. `pod` on Kubernetes), so the log page stays silent exactly where
     the engine exports a preemption metric itself (without them, wherever one replica of the fleet
-    group does)."""
+    group does). The log page fires at `min_events` preemptions logged over `preemption.short_window`."""
 
     enabled: bool = False
     selectors: dict[str, str] = field(default_factory=dict)
     replica_labels: tuple[str, ...] = ()
+    min_events: float = 2   # preemptions logged over preemption.short_window that page (a log has no request count)
 
 
 @dataclass(frozen=True)
@@ -185,6 +207,9 @@ class Rules:
         """How often the groups are evaluated where llmdash runs them itself: the configured interval, else
         Prometheus' default `evaluation_interval`."""
         return self.interval or PROMETHEUS_EVALUATION_INTERVAL
+    # how long the latency, divergence and straggler warnings stay firing once their condition stops holding:
+    # a scrape gap fades the sick replica's buckets out of the rate and must not resolve and re-arm them
+    warning_keep_firing_for: str = "5m"
 
 
 @dataclass(frozen=True)
@@ -245,6 +270,7 @@ class Config:
     slo: Slo = Slo()
     divergence: Divergence = Divergence()
     preemption: Preemption = Preemption()
+    straggler: Straggler = Straggler()
     fleet: Fleet = Fleet()
     logs: Logs = Logs()
     rules: Rules = Rules()
@@ -378,6 +404,10 @@ def _check(config: Config, path: Path) -> None:
                  "preemption.short_window": config.preemption.short_window,
                  "preemption.long_window": config.preemption.long_window,
                  "preemption.keep_firing_for": config.preemption.keep_firing_for,
+                 "preemption.chronic_window": config.preemption.chronic_window,
+                 "preemption.chronic_for": config.preemption.chronic_for,
+                 "straggler.alert_for": config.straggler.alert_for,
+                 "rules.warning_keep_firing_for": config.rules.warning_keep_firing_for,
                  "divergence.baseline_offset": div.baseline_offset,
                  "rules.latency_alert_for": config.rules.latency_alert_for}
     if config.rules.interval is not None:
@@ -412,12 +442,19 @@ def _check(config: Config, path: Path) -> None:
         if seconds(getattr(p, name)) <= seconds(PAUSED_RESOLUTION):
             bad(f"preemption.{name}", f"must be longer than {PAUSED_RESOLUTION}, the resolution a paused-requests "
                                       "gauge is sampled at over it")
-    for name in ("page_share", "confirm_share", "min_events", "paused_share", "paused_confirm_share"):
+    for name in ("page_share", "confirm_share", "min_events", "paused_share", "paused_confirm_share",
+                 "chronic_share"):
         if getattr(p, name) < 0:
             bad(f"preemption.{name}", "must not be negative")
+    if p.min_finished <= 0:
+        bad("preemption.min_finished", "must be above 0 (the finished requests a share is taken over at least)")
+    if config.straggler.factor <= 1:
+        bad("straggler.factor", f"must be above 1, got {config.straggler.factor:g}")
     for name in ("paused_share", "paused_confirm_share"):
         if getattr(p, name) > 1:
             bad(f"preemption.{name}", "is a share of time, 0-1")
+    if config.logs.min_events < 0:
+        bad("logs.min_events", "must not be negative")
     for label in list(config.logs.selectors) + list(config.logs.replica_labels):
         if not LABEL_NAME.match(label) or label.startswith("__"):
             bad("logs", f"{shorten(label)} is not a label name")

@@ -78,6 +78,8 @@ ALERT_PREFIX = "LLMServing"
 
 class Alert(StrEnum):
     PREEMPTIONS_HIGH = f"{ALERT_PREFIX}PreemptionsHigh"
+    PREEMPTIONS_CHRONIC = f"{ALERT_PREFIX}PreemptionsChronic"
+    INSTANCE_LATENCY_HIGH = f"{ALERT_PREFIX}InstanceLatencyHigh"
     DIVERGENCE = f"{ALERT_PREFIX}LatencyThroughputDivergence"
     TTFT_HIGH = f"{ALERT_PREFIX}TTFT{HEADLINE.upper()}High"
     ITL_HIGH = f"{ALERT_PREFIX}ITL{HEADLINE.upper()}High"

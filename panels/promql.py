@@ -72,6 +72,17 @@ def bucket_matcher(exporter_text: str, bound: float) -> Matcher:
     return Matcher("le", "=~", "|".join(re.escape(t) for t in texts))
 
 
+def bucket_set_matcher(buckets: list[Matcher]) -> Matcher:
+    """One `le` matcher for a set of buckets (each from `bucket_matcher`) and `+Inf`: what a quantile over a
+    layout common to several exporters' releases reads."""
+    texts = [m.value if m.op == "=~" else re.escape(m.value) for m in buckets]
+    return Matcher("le", "=~", "|".join(texts + [re.escape("+Inf")]))
+
+
+def clamp_min(expr: str, floor: float) -> str:
+    return f"clamp_min({expr}, {floor:.6g})"
+
+
 def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
     if not matchers:
         return series

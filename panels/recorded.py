@@ -233,6 +233,9 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
               applies=lambda raw: not raw.is_mean(raw.latency_role)),
     Recording("latency_baseline", "llm_token_latency_seconds", "mean_baseline", _latency_baseline,
               roles=lambda raw: (raw.latency_role,), applies=lambda raw: raw.is_mean(raw.latency_role)),
+    # 1 of latency over baseline while the divergence condition holds: the fleet dashboard's annotation
+    Recording("divergence", "llm_latency_throughput_divergence", "ratio_rate{window}",
+              lambda b, k: b.rec.divergence_condition()),
     _gauge_recording(Role.KV_USAGE, "llm_kv_usage", "max"),
     _gauge_recording(Role.WAITING, "llm_waiting_requests", "sum"),
     _gauge_recording(Role.RUNNING, "llm_running_requests", "sum"),
@@ -242,16 +245,30 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
     Recording("preemptions_per_request", "llm_preemptions_per_request", "ratio_rate{window}",
               lambda b, k: promql.divide(b.rec.preemption_rate(), b.rec.requests()), windows=_preemption_window,
               applies=_counter),
+    # per KV-cache unit: the instance and its data-parallel rank, where the engine has one
     Recording("preemption_rate", "llm_preemptions", "rate{window}",
-              lambda b, k: b.leaf(b.raw.preemption_rate(b.raw.instance_group, k.window)),
+              lambda b, k: b.leaf(b.raw.preemption_rate(b.raw.unit_group, k.window)),
               windows=lambda config: (config.preemption.short_window,), level=Level.INSTANCE, applies=_counter),
     Recording("preemption_rate", "llm_paused_requests", "max{window}",
               lambda b, k: b.leaf(b.raw.preemption_rate(window=k.window)), windows=_preemption_window,
               applies=_gauge),
     Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
+              lambda b, k: b.leaf(b.raw.unit_preemption_share(k.window)),
+              windows=lambda config: (config.preemption.short_window, config.preemption.long_window,
+                                      config.preemption.chronic_window),
+              level=Level.INSTANCE, applies=_counter),
+    Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
               lambda b, k: b.leaf(b.raw.preemption_share(b.raw.instance_group, k.window)),
               windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
-              level=Level.INSTANCE, applies=lambda raw: raw.spec.has(Role.PREEMPTIONS)),
+              level=Level.INSTANCE, applies=_gauge),
+    # the straggler warning's inputs: each replica's own token-latency buckets and output
+    Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
+              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.instance_group, k.window)),
+              roles=lambda raw: (raw.token_latency_role,), level=Level.INSTANCE,
+              applies=_token_histogram),
+    Recording("throughput", "llm_output_tokens", "rate{window}",
+              lambda b, k: b.leaf(b.raw.throughput(b.raw.instance_group, k.window)),
+              level=Level.INSTANCE, applies=_token_histogram),
     Recording("retracted_tokens", "llm_retracted_{role}_tokens", "rate{window}",
               lambda b, k: b.leaf(b.raw.retracted_tokens(k.role, window=k.window)), windows=_preemption_window,
               roles=lambda raw: ("input", "output"), applies=lambda raw: raw.has_retracted_sides),
@@ -420,6 +437,19 @@ class RecordedSignals(SignalsBase):
         if group is None:
             return self._read(self.series("quantile", role, window, q), "sum", group)
         return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
+
+    def instance_quantile(self, role: str, q: float = HEADLINE_QUANTILE) -> str:
+        """Per instance, the quantile of its own recorded buckets (what the straggler warning compares)."""
+        series = self.series("bucket_rates", role, self.config.divergence.window, level=Level.INSTANCE)
+        group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,)
+        return promql.quantile(q, f"sum{promql.by(group)} ({self.selector(series)})", self.scale(role))
+
+    def instance_throughput(self) -> str:
+        return self.selector(self.series("throughput", window=self.config.divergence.window, level=Level.INSTANCE))
+
+    def divergence_ratio(self) -> str:
+        """Latency over its baseline, per model, only while the divergence condition holds (recorded)."""
+        return self.selector(self.series("divergence", window=self.config.divergence.window))
 
     def token_latency_quantile(self, q: float = HEADLINE_QUANTILE) -> str:
         return self.selector(self.series("token_latency_quantile", window=self.config.divergence.window,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from llmdash.durations import seconds
 from llmdash.engines.model import UNIT_TO_SECONDS, EngineSpec, Source, bound_problem, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
@@ -92,6 +93,8 @@ class SignalsBase:
         self.window = window
         self.model = model_group(spec, config)
         self.instance_group = self.model + (config.fleet.instance_label,)
+        # one KV cache: the instance and its data-parallel rank, where the engine has one
+        self.unit_group = self.instance_group + spec.ranks.unit
 
     @property
     def legend_labels(self) -> tuple[str, ...]:
@@ -139,8 +142,33 @@ class SignalsBase:
         return UNIT_TO_SECONDS[self.sources(role)[0].metric.unit]
 
     def top_bound(self, role: str) -> float:
-        """The histogram's highest finite bound, in seconds: no quantile can read above it."""
+        """The highest finite bound a quantile reads, in seconds (the top common bound where releases disagree):
+        no quantile can read above it."""
+        common = self.common_bounds(role)
+        if common is not None:
+            return common[-1] * self.scale(role)
         return max(s.metric.buckets[-1] * self.scale(role) for s in self.sources(role))
+
+    def common_bounds(self, role: str) -> tuple[float, ...] | None:
+        """The bounds every covered release of every source of `role` exports, where their layouts differ (None
+        where they agree). Summed per `le` over replicas with other bound sets, bucket counts are not monotonic and
+        `histogram_quantile` pushes the tail to a bound only one layout has (vLLM's TTFT read 2560 s for 30 s)."""
+        layouts = set()
+        for source in self.sources(role):
+            metric = source.metric
+            layouts.add(metric.buckets)
+            first = max(metric.since, self.spec.supported_from)
+            layouts.update(bounds for until, bounds in metric.buckets_before if until > first)
+        if len(layouts) < 2:
+            return None
+        return tuple(sorted(set.intersection(*(set(bounds) for bounds in layouts))))
+
+    def layout_matchers(self, role: str) -> tuple[Matcher, ...]:
+        """The `le` matcher of the common layout, where releases disagree; none where they agree."""
+        common = self.common_bounds(role)
+        if common is None:
+            return ()
+        return (promql.bucket_set_matcher([self.bucket(bound) for bound in common]),)
 
     @property
     def token_latency_role(self) -> str | None:
@@ -233,14 +261,24 @@ class Signals(SignalsBase):
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
         return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
 
-    def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = ()) -> str:
-        """`reduce by (group)` of the role's sources with fallbacks applied per replica, before aggregation."""
+    def _once_per_unit(self, source: Source, expr: str) -> str:
+        """One value per KV-cache unit: the max over the rank labels whose series repeat a unit's numbers (SGLang's
+        TP, PP and EP ranks), so a TP=8 server is not counted eight times and no unit is filtered out."""
+        copies = [label for label in self.spec.ranks.copies if label in source.metric.labels]
+        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
+
+    def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = (),
+                    once: bool = True) -> str:
+        """`reduce by (group)` of the role's sources, deduplicated per unit (unless `once` is False: presence
+        needs no dedup), with fallbacks applied per replica (and rank), before aggregation."""
         group = self.model if group is None else tuple(group)
         sources = self.sources(role)
+        leaf = (lambda s: self._once_per_unit(s, per_source(s))) if once else per_source
         if len(sources) == 1:
-            return f"{reduce}{promql.by(extra + group)} ({per_source(sources[0])})"
-        identity = extra + self.instance_group
-        per_replica = [f"{reduce}{promql.by(identity)} ({per_source(s)})" for s in sources]
+            return f"{reduce}{promql.by(extra + group)} ({leaf(sources[0])})"
+        identity = extra + tuple(dict.fromkeys(self.instance_group + tuple(
+            label for label in group if label in self.spec.ranks.unit)))
+        per_replica = [f"{reduce}{promql.by(identity)} ({leaf(s)})" for s in sources]
         return f"{reduce}{promql.by(extra + group)} ({promql.first_of(per_replica)})"
 
     def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:
@@ -280,6 +318,27 @@ class Signals(SignalsBase):
             Role.PREEMPTIONS, lambda s: f"avg_over_time(({self._select(s)} > bool 0)[{window}:{PAUSED_RESOLUTION}])",
             "max", group)
 
+    def carries_units(self, role: str) -> bool:
+        """Whether every source of `role` carries the rank-unit labels (vLLM's request counter has `engine`;
+        SGLang's, counted by the tokenizer, is per server)."""
+        return all(set(self.spec.ranks.unit) <= set(s.metric.labels) for s in self.sources(role))
+
+    def unit_preemption_share(self, window: str) -> str:
+        """Per KV-cache unit (instance and data-parallel rank): preemptions per finished request over `window`,
+        the finished requests clamped to at least `preemption.min_finished`, so a unit that keeps preempting
+        while nothing completes reads a large share (and stays paged) instead of none, and a handful of
+        finished requests cannot turn one preemption into a large share. Where the request counter is per
+        server, a rank's requests are the server's over its number of ranks (requests spread evenly)."""
+        floor = self.config.preemption.min_finished / seconds(window)
+        preempted = self.preemption_rate(self.unit_group, window)
+        if not self.spec.ranks.unit or self.carries_units(Role.REQUESTS):
+            finished = self.requests(self.unit_group, window)
+            return f"({preempted}) / {promql.clamp_min(f'({finished}) or ({preempted}) * 0', floor)}"
+        on = f"on ({', '.join(self.instance_group)})"
+        ranks = f"count by ({', '.join(self.instance_group)}) ({preempted})"
+        finished = f"({self.requests(self.instance_group, window)}) / {on} ({ranks})"
+        return f"({preempted}) / {on} group_left () {promql.clamp_min(f'({finished}) or ({ranks}) * 0', floor)}"
+
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
         total = self._per_series("preemptions_per_request", lambda s: promql.rate(
@@ -291,7 +350,8 @@ class Signals(SignalsBase):
     def bucket_rates(self, role: str, group=None, window=None) -> str:
         """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
         window = window or self.window
-        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket"), window),
+        layout = self.layout_matchers(role)
+        return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket", layout), window),
                                 "sum", group, extra=(BUCKET_LABEL,))
 
     def quantile(self, role: str, q: float = HEADLINE_QUANTILE, group=None, window=None) -> str:
@@ -360,7 +420,7 @@ class Signals(SignalsBase):
         """1 per replica that exports any source of `role` (a histogram by its _count)."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
-        return self._per_series(role, series, "group", self.instance_group)
+        return self._per_series(role, series, "group", self.instance_group, once=False)
 
 
 class LogSignals:

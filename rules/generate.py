@@ -48,8 +48,9 @@ def build_rules(spec: EngineSpec, config) -> dict:
                          for series in recording_layer(spec, config).series]
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
-    rules += [alert for alert in (preemptions_high(sig, config), divergence(sig, config),
-                                  latency_high(sig, config, "ttft"), latency_high(sig, config, "token"))
+    rules += [alert for alert in (preemptions_high(sig, config), preemptions_chronic(sig, config),
+                                  divergence(sig, config), latency_high(sig, config, "ttft"),
+                                  latency_high(sig, config, "token"), instance_latency_high(sig, config))
               if alert is not None]
     rules += [_alert(sig, config, **fields) for fields in slo_alerts(sig, config, _where(config))]
     if spec.has("preemptions"):
@@ -115,12 +116,17 @@ def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
 
 def inhibit_rules(config) -> dict:
     """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
-    of the same engine, model and fleet group, which describe the same incident from outside."""
+    of the same engine, model and fleet group, which describe the same incident from outside, and the
+    capacity and straggler warnings of the same instance, which it explains."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
     return {"inhibit_rules": [{
         "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
         "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"'],
         "equal": equal,
+    }, {
+        "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
+        "target_matchers": [f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"'],
+        "equal": [*equal, config.fleet.instance_label],
     }]}
 
 
@@ -170,21 +176,29 @@ def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: 
     return rule
 
 
+def _rank(sig: Signals) -> str:
+    """` (data-parallel rank N)` where the alert's series carry the engine's rank label."""
+    return "".join(f"{{{{ with $labels.{label} }}}} (data-parallel rank {label}={{{{ . }}}}){{{{ end }}}}"
+                   for label in sig.spec.ranks.unit)
+
+
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
-    """Per instance: one replica thrashing pages and is named; rare preemptions spread over a fleet do not."""
+    """Per KV-cache unit (instance and data-parallel rank): one replica or rank thrashing pages and is named;
+    rare preemptions spread over a fleet, a steady low share and a single moment's evictions do not."""
     if not sig.spec.has("preemptions"):
         return None
     p = config.preemption
     instance = "{{ $labels." + config.fleet.instance_label + " }}"
-    short = sig.preemption_share(sig.instance_group, p.short_window)
-    long = sig.preemption_share(sig.instance_group, p.long_window)
+    short = sig.preemption_share(sig.unit_group, p.short_window)
+    long = sig.preemption_share(sig.unit_group, p.long_window)
     if sig.preemption_is_counter:
         min_rate = p.min_events / seconds(p.short_window)
         expr = (f"({short} >= {p.page_share:g}) and ({long} >= {p.confirm_share:g}) "
                 f"and ({sig.instance_preemptions(p.short_window)} >= {min_rate:.6g})")
         what = (f"{{{{ $value | humanizePercentage }}}} as many preemptions as finished requests over {p.short_window} "
-                f"(page at {p.page_share:.1%}, confirmed by {p.confirm_share:.1%} over {p.long_window} and at least "
-                f"{p.min_events:g} preemptions)")
+                f"(page at {p.page_share:.1%} held for {p.alert_for}, confirmed by {p.confirm_share:.1%} over "
+                f"{p.long_window} and at least {p.min_events:g} preemptions; finished requests count as at least "
+                f"{p.min_finished:g} per window, so preempting while nothing completes pages too)")
     else:
         expr = f"({short} >= {p.paused_share:g}) and ({long} >= {p.paused_confirm_share:g})"
         what = (f"requests were paused in {{{{ $value | humanizePercentage }}}} of the last {p.short_window} "
@@ -193,11 +207,28 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
     return _alert(
         sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
-        f"{sig.spec.title} instance {instance} is preempting requests of {_where(config)}",
-        f"{instance} serving {_where(config)} on {sig.spec.title}: {what}. Its KV cache is full: running requests "
-        "lose their KV blocks and are recomputed later, so their users wait while throughput looks normal."
+        f"{sig.spec.title} instance {instance}{_rank(sig)} is preempting requests of {_where(config)}",
+        f"{instance}{_rank(sig)} serving {_where(config)} on {sig.spec.title}: {what}. Its KV cache is full: running "
+        "requests lose their KV blocks and are recomputed later, so their users wait while throughput looks normal."
         f"{side} {sig.spec.note('preemptions')}".strip(),
         keep_firing_for=p.keep_firing_for)
+
+
+def preemptions_chronic(sig: RecordedSignals, config) -> dict | None:
+    """A capacity warning, not a page: a unit losing a steady small share of its work to preemption."""
+    if not (sig.spec.has("preemptions") and sig.preemption_is_counter):
+        return None
+    p = config.preemption
+    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    share = sig.preemption_share(sig.unit_group, p.chronic_window)
+    return _alert(
+        sig, config, Alert.PREEMPTIONS_CHRONIC, f"{share} >= {p.chronic_share:g}", p.chronic_for, "warning",
+        f"{sig.spec.title} instance {instance}{_rank(sig)} keeps preempting requests of {_where(config)}",
+        f"{instance}{_rank(sig)} serving {_where(config)} on {sig.spec.title}: {{{{ $value | humanizePercentage }}}} "
+        f"as many preemptions as finished requests over {p.chronic_window} (warn at {p.chronic_share:.1%} for "
+        f"{p.chronic_for}). No burst that pages, but its KV cache runs full often enough that every preempted request "
+        f"is recomputed: a capacity problem to plan for in working hours ({Alert.PREEMPTIONS_HIGH} pages when it "
+        "turns into a thrash).")
 
 
 def divergence(sig: RecordedSignals, config) -> dict:
@@ -215,7 +246,8 @@ def divergence(sig: RecordedSignals, config) -> dict:
         "throughput is what KV-cache preemption looks like from outside; a load increase would raise throughput too."
         + (f" Without preemptions (see {Alert.PREEMPTIONS_HIGH}) it can also be longer prompts or a slower "
            "workload, hence a warning." if direct else
-           f" {sig.spec.title} exports no preemption metric, so this is the only direct alert for it."))
+           f" {sig.spec.title} exports no preemption metric, so this is the only direct alert for it."),
+        keep_firing_for=config.rules.warning_keep_firing_for)
 
 
 def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
@@ -244,11 +276,37 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
         sig, config, name, expr, config.rules.latency_alert_for, "warning",
         f"{info.title} of {_where(config)} is above {levels.critical:g}s on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {what}. Check the preemption row first: a static latency threshold "
-        "cannot tell KV-cache pressure from a heavier workload.")
+        "cannot tell KV-cache pressure from a heavier workload.",
+        keep_firing_for=config.rules.warning_keep_firing_for)
+
+
+def instance_latency_high(sig: RecordedSignals, config) -> dict | None:
+    """One replica far slower than its model's fleet: a straggler (a bad GPU, a noisy neighbour, a hot
+    shard) that the model's p99 hides when it is one replica of many."""
+    role = sig.token_latency_role
+    if role is None or sig.is_mean(role):
+        return None
+    s = config.straggler
+    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    mine = sig.instance_quantile(role)
+    model = ", ".join(sig.recorded_model)
+    fleet = sig.quantile(role, HEADLINE_QUANTILE)
+    expr = (f"({mine} > on ({model}) group_left () ({fleet}) * {s.factor:g}) and ({mine} > {s.min_seconds:g}) "
+            f"and ({sig.instance_throughput()} >= {s.min_tokens_per_second:g})")
+    title = INFO[role].title
+    return _alert(
+        sig, config, Alert.INSTANCE_LATENCY_HIGH, expr, s.alert_for, "warning",
+        f"{sig.spec.title} instance {instance} is much slower than the rest of {_where(config)}",
+        f"{instance} serving {_where(config)} on {sig.spec.title}: its own {title} over {config.divergence.window} is "
+        f"{{{{ $value | humanizeDuration }}}}, at least {s.factor:g}x the model's {title} across the fleet (and above "
+        f"{s.min_seconds:g}s). One replica among many moves the model's {title} little; its users still wait. "
+        f"Not preemption on this instance ({Alert.PREEMPTIONS_HIGH} would silence this): look at the replica's GPU, "
+        "its neighbours and its share of long requests.",
+        keep_firing_for=config.rules.warning_keep_firing_for)
 
 
 def log_preemptions_high(sig: Signals, config) -> dict | None:
-    """With `logs.enabled`: per mtail instance (one per engine replica), at least `min_events` preemptions
+    """With `logs.enabled`: per mtail instance (one per engine replica), at least `logs.min_events` preemptions
     logged over `short_window`, where no series of the same fleet group and `logs.replica_labels` exports
     the engine's preemption metric (there LLMServingPreemptionsHigh pages, normalised by work; a log
     alone cannot be, since it carries no request count)."""
@@ -258,7 +316,7 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
     logs = sig.logs
     instance = "{{ $labels." + config.fleet.instance_label + " }}"
     join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
-    expr = f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} >= {p.min_events:g}"
+    expr = f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} >= {config.logs.min_events:g}"
     silenced = ""
     if sig.spec.has("preemptions"):
         expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
@@ -270,7 +328,7 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
         sig, config, Alert.LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} log read by {instance}{groups} reports preemptions",
         f"mtail at {instance}{groups} counted {{{{ $value | printf \"%.0f\" }}}} {sig.spec.title} preemptions "
-        f"in the log over {p.short_window} (page at {p.min_events:g}). The KV cache is full: running requests "
+        f"in the log over {p.short_window} (page at {config.logs.min_events:g}). The KV cache is full: running requests "
         "lose their KV blocks and are recomputed later, so their users wait while throughput looks normal. "
         f"Counted by generated/mtail/{sig.spec.id}.mtail from lines the engine prints; the log names no model.{silenced}",
         keep_firing_for=p.keep_firing_for)

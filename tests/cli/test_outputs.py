@@ -91,11 +91,11 @@ def test_the_report_counts_written_unchanged_and_removed_apart(tmp_path):
     (out / "rules/vllm.rules.yaml").write_text("stale\n")
     result = build(out, config=VLLM_ONLY)
     assert result.returncode == 0, result.stderr
-    # vllm's rules rewritten and both mixin rule files now without sglang's; the other 15 of the 18 files (the six
+    # vllm's rules rewritten and both mixin rule files now without sglang's; the other 17 of the 20 files (the eight
     # runbooks, the Alertmanager files and vllm's v2 twin among them) as they were; sglang's five files removed: a
     # removal is no write
     summary = result.stdout.splitlines()[0]
-    assert summary == f"files under {out}/: 3 written, 15 unchanged, 5 removed"
+    assert summary == f"files under {out}/: 3 written, 17 unchanged, 5 removed"
     assert "  wrote rules/vllm.rules.yaml" in result.stdout.splitlines()
     assert [line for line in result.stdout.splitlines() if line.startswith("  removed")] == \
         [f"  removed {rel}" for rel in SGLANG_FILES]

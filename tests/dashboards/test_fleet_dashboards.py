@@ -69,7 +69,7 @@ def test_renamed_series_fall_back_per_replica_before_aggregating(default_build):
 
 def test_sglang_throughput_sources_with_different_labels_are_reduced_before_the_fallback(default_build):
     expr = panel(default_build["sglang"], "Output tokens/s")["targets"][0]["expr"]
-    inner = "sum by (cluster, namespace, model_name, instance) (rate("
+    inner = "sum by (cluster, namespace, model_name, instance) ("
     assert expr.count(inner) == 2, "both sources reduced to the replica's labels, so they cannot double count"
     assert "sglang:realtime_tokens_total" in expr and "sglang:generation_tokens_total" in expr
 

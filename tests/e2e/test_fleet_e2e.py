@@ -1,6 +1,7 @@
 """A mixed-version vLLM fleet in a real Prometheus, shaped by hand from the catalog: one replica still
 on the old metric names (vLLM 0.9: `time_per_output_token_seconds`, `gpu_cache_usage_perc`) and
-stalled, one healthy replica on the new names, in two clusters. The raw dashboard and, after the
+stalled from minute 120 (after two hours, so its latency diverges from its offset baseline), one
+healthy replica on the new names, in two clusters. The raw dashboard and, after the
 recording rules are backfilled level by level with promtool, the recorded dashboard must both show
 the stalled old replica; every target of the recorded dashboards must return data."""
 
@@ -16,6 +17,7 @@ from llmdash.engines.catalog import load_engine
 from llmdash.lab.bench_cost import backfill_rules
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.promserver import PrometheusServer
+from llmdash.vocabulary import Annotations
 
 pytestmark = pytest.mark.e2e
 
@@ -25,6 +27,7 @@ STEP_S = 30
 # (instance, cluster, era, stalled)
 REPLICAS = (("old-0", "eu-1", "old", True), ("new-0", "eu-1", "new", False), ("new-1", "us-1", "new", False))
 FAST, SLOW = 0.03, 1.0           # seconds: a healthy token gap, a stalled one
+STALL_MIN = 120                  # when the stalled replica's tokens slow down
 
 
 def _source(role: str, era: str):
@@ -58,12 +61,13 @@ def _openmetrics(start: float) -> str:
                     per_s = 100.0 if role == "itl" else 1.0
                     share_slow = 0.5 if stalled else 0.0
                     count = per_s * elapsed
+                    slow = share_slow * per_s * max(elapsed - STALL_MIN * 60, 0)   # slow observations so far
                     for bound in [*metric.buckets, math.inf]:
-                        within = (1 - share_slow) * (FAST <= bound) + share_slow * (SLOW <= bound)
+                        within = (count - slow) * (FAST <= bound) + slow * (SLOW <= bound)
                         le = "+Inf" if bound == math.inf else SPEC.le(bound)
-                        samples.append((f"{metric.name}_bucket", f'{base},le="{le}"', count * within, t))
+                        samples.append((f"{metric.name}_bucket", f'{base},le="{le}"', within, t))
                     samples.append((f"{metric.name}_count", base, count, t))
-                    samples.append((f"{metric.name}_sum", base, count * ((1 - share_slow) * FAST + share_slow * SLOW), t))
+                    samples.append((f"{metric.name}_sum", base, (count - slow) * FAST + slow * SLOW, t))
             if samples and metric.name not in declared:
                 kind = {"counter": "counter", "gauge": "gauge", "histogram": "histogram"}[metric.type]
                 family = metric.name[:-len("_total")] if kind == "counter" else metric.name
@@ -139,6 +143,19 @@ def test_every_target_of_the_recorded_dashboards_returns_data(fleet):
         empty = [f"{t.row} / {t.panel} / {t.ref_id}: {t.expr}" for p in result.panels for t in p.targets
                  if not t.has_data and "ALERTS{" not in t.expr]
         assert not empty, f"{name}: targets without data:\n" + "\n".join(empty)
+
+
+def test_the_fleet_dashboard_marks_the_divergence_of_the_stalled_cluster_only(fleet):
+    """The Divergence annotation reads the recorded divergence series: eu-1's ITL p99 jumps at minute 120 while
+    its throughput holds; us-1 never diverges, and nothing is marked before the stall."""
+    server, start, end = fleet
+    dashboard = build_dashboards(Config(engines=("vllm",)))["fleet"]
+    result = evaluate_dashboard(dashboard, server, end - 3600, end, 60.0)
+    regions = result.regions(Annotations.DIVERGENCE.name)
+    assert regions, "no Divergence annotation on the fleet dashboard"
+    assert {r.labels.get("cluster") for r in regions} == {"eu-1"}
+    assert min(r.start for r in regions) >= start + STALL_MIN * 60
+    assert max(r.end for r in regions) >= end - 120
 
 
 def test_the_recorded_alerts_page_on_the_stalled_replica_by_name(fleet):

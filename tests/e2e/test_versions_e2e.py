@@ -187,9 +187,11 @@ def _panel_latest(result, title: str, row: str, ref: str = "A") -> dict[str, flo
     return {s.labels.get("model_name", ""): s.points[-1][1] for s in target.series if s.points}
 
 
-def test_multi_rank_gauges_read_rank_0_only(multi_rank):
+def test_multi_rank_gauges_are_taken_once_per_dp_rank(multi_rank):
+    """TP copies of one scheduler are deduplicated by their max, not filtered to tp_rank 0 (issue 19: the filter
+    read only the first DP group under DP attention), and never summed."""
     _, result, _ = multi_rank
-    rank0 = {model: {name: values[0] for name, values in gauges.items()} for model, (_, gauges, _) in SERVERS.items()}
+    rank0 = {model: {name: max(values) for name, values in gauges.items()} for model, (_, gauges, _) in SERVERS.items()}
     kv = _panel_latest(result, "KV-cache usage", "Preemption")
     assert kv == pytest.approx({m: v["sglang:token_usage"] for m, v in rank0.items()})
     running = _panel_latest(result, "Running and waiting requests", "Queue", "A")

@@ -30,20 +30,30 @@ def test_vllm_renames_are_fallbacks_newest_first():
     assert vllm.metrics["vllm:gpu_cache_usage_perc"].removed_in is not None
 
 
-def test_sglang_throughput_is_realtime_decode_and_retractions_read_one_rank():
-    sglang = load_engine("sglang")
+def test_sglang_ranks_are_deduplicated_not_filtered():
+    """Every DP rank is read (a tp_rank filter read DP group 0 only); TP/PP/EP copies are taken once per DP rank."""
+    sglang, vllm = load_engine("sglang"), load_engine("vllm")
     first = sglang.signal("throughput").sources[0]
-    rank0 = ("0", "")   # tp_rank 0, or a server before 0.4.10 whose series have no tp_rank
-    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode", "tp_rank": rank0}
+    assert first.series == "sglang:realtime_tokens_total" and dict(first.match) == {"mode": "decode"}
     for role in ("preemptions", "retracted_input_tokens", "retracted_output_tokens", "kv_usage", "waiting", "running"):
-        assert dict(sglang.signal(role).sources[0].match) == {"tp_rank": rank0}
+        assert "tp_rank" not in dict(sglang.signal(role).sources[0].match)
+    assert sglang.ranks.unit == ("dp_rank",) and sglang.ranks.copies == ("tp_rank", "pp_rank", "moe_ep_rank")
+    assert dict(sglang.metrics["sglang:token_usage"].labels_since)["dp_rank"] == Version("0.4.10")
+    assert vllm.ranks.unit == ("engine",) and vllm.ranks.copies == ()
+
+
+def test_a_rank_label_no_series_carries_is_refused(tmp_path):
+    target = tmp_path / "sglang.yaml"
+    target.write_text((CATALOG_DIR / "sglang.yaml").read_text().replace("unit: [dp_rank]", "unit: [dp_ranks]"))
+    with pytest.raises(LlmdashError, match=r"ranks\.unit: no series of this catalog has the label 'dp_ranks'"):
+        load_catalog(target)
 
 
 def test_a_match_on_a_label_older_versions_lack_must_also_match_its_absence(tmp_path):
     """SGLang's gauges have tp_rank only from 0.4.10: `tp_rank: "0"` alone would read nothing on 0.4.x."""
     target = tmp_path / "sglang.yaml"
     text = (CATALOG_DIR / "sglang.yaml").read_text()
-    old = 'sources: [{metric: sglang:token_usage, match: {tp_rank: ["0", ""]}}]'
+    old = 'sources: [{metric: sglang:token_usage}]'
     assert old in text
     target.write_text(text.replace(old, 'sources: [{metric: sglang:token_usage, match: {tp_rank: "0"}}]'))
     with pytest.raises(LlmdashError, match=r"signals\.kv_usage\.sources\[0\]\.match\.tp_rank: .*only from 0\.4\.10"):
@@ -55,7 +65,7 @@ def test_labels_and_buckets_follow_the_version():
     usage = sglang.metrics["sglang:token_usage"]
     assert usage.labels_at(Version("0.4.3")) == ("model_name",)
     assert usage.labels_at(Version("0.4.9")) == ("model_name", "engine_type")
-    assert usage.labels_at(Version("0.4.10")) == ("model_name", "engine_type", "tp_rank", "pp_rank")
+    assert usage.labels_at(Version("0.4.10")) == ("model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank")
     ttft = sglang.metrics["sglang:time_to_first_token_seconds"]
     assert ttft.buckets_at(Version("0.4.1"))[-1] == 30.0 and ttft.buckets_at(Version("0.4.3"))[-1] == 160.0
     assert ttft.buckets_at(Version("0.4.4"))[:3] == (0.1, 0.3, 0.5) and ttft.buckets_at(Version("0.4.5")) == ttft.buckets

@@ -143,7 +143,7 @@ def test_engine_semantics_under_collapse():
     # counter at log ticks, its generation counter only when requests finish
     per_step = value(vllm, "vllm:generation_tokens_total{")
     realtime = value(sglang, 'sglang:realtime_tokens_total{model_name="llama-3.1-8b-instruct",engine_type="unified",'
-                             'tp_rank="0",pp_rank="0",moe_ep_rank="0",mode="decode"}')
+                             'tp_rank="0",pp_rank="0",moe_ep_rank="0",dp_rank="",mode="decode"}')
     at_finish = value(sglang, "sglang:generation_tokens_total{")
     assert at_finish < realtime and abs(realtime / per_step - 1) < 0.1
     # retraction counters repeat on every TP rank with identical values

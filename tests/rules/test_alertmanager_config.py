@@ -32,7 +32,8 @@ def test_amtool_accepts_the_generated_config(tmp_path, group_by):
     text = generated_files(config, ("rules",))[ALERTMANAGER_CONFIG]
     result = amtool_check(tmp_path, text)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 inhibit rules" in result.stdout and "2 receivers" in result.stdout
+    inhibitions = len(inhibit_rules(config)["inhibit_rules"])
+    assert f"{inhibitions} inhibit rules" in result.stdout and "2 receivers" in result.stdout
     model = yaml.safe_load(text)
     assert model["route"]["group_by"] == ["alertname", "llm_engine", "model_name", *group_by]
     assert {r["receiver"]: r["matchers"] for r in model["route"]["routes"]} == {

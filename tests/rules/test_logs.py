@@ -166,7 +166,7 @@ def test_log_selectors_replace_the_top_level_ones_for_mtail_series():
     assert rule["expr"] == (
         '(sum by (cluster, namespace, instance, pod) (increase(llmdash_log_preemptions_total{llm_engine="sglang", '
         'job="mtail", cluster="eu"}[2m])) >= 2) unless on (cluster, namespace, pod) group by (cluster, namespace, '
-        'pod) (sglang:num_retracted_requests_total{tp_rank=~"0|", cluster="eu", job="sglang"})')
+        'pod) (sglang:num_retracted_requests_total{cluster="eu", job="sglang"})')
 
 
 @pytest.mark.parametrize("text, message", [

@@ -229,7 +229,10 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
 
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():
-    [rule] = inhibit_rules(Config())["inhibit_rules"]
+    rule, same_instance = inhibit_rules(Config())["inhibit_rules"]
+    assert same_instance["target_matchers"] == [
+        f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"']
+    assert same_instance["equal"] == ["llm_engine", "model_name", "cluster", "namespace", "instance"]
     assert rule["source_matchers"] == [f'alertname="{Alert.PREEMPTIONS_HIGH}"']
     assert Alert.DIVERGENCE in rule["target_matchers"][0] and Alert.PREEMPTIONS_HIGH not in rule["target_matchers"][0]
     assert rule["equal"] == ["llm_engine", "model_name", "cluster", "namespace"]

@@ -30,14 +30,14 @@ def test_the_default_target_is_prometheus_and_keeps_keep_firing_for():
 @pytest.mark.parametrize("target", ["vmalert", "thanos"])
 def test_a_ruler_without_keep_firing_for_gets_the_hold_in_the_expression(target):
     plain, shaped = rules_for("prometheus"), rules_for(target)
-    page = shaped[Alert.PREEMPTIONS_HIGH]
-    assert "keep_firing_for" not in page
-    condition = plain[Alert.PREEMPTIONS_HIGH]["expr"]
-    hold = Config().preemption.keep_firing_for
     step = Config().rules.interval or ""          # unset: the subquery steps at the evaluation interval
-    assert page["expr"] == f"({condition}) or last_over_time(({condition})[{hold}:{step}])"
-    assert {k: r for k, r in shaped.items() if k != Alert.PREEMPTIONS_HIGH} == \
-        {k: r for k, r in plain.items() if k != Alert.PREEMPTIONS_HIGH}
+    held = {name for name, rule in plain.items() if "keep_firing_for" in rule}
+    assert Alert.PREEMPTIONS_HIGH in held
+    for name in held:
+        condition, hold = plain[name]["expr"], plain[name]["keep_firing_for"]
+        assert "keep_firing_for" not in shaped[name]
+        assert shaped[name]["expr"] == f"({condition}) or last_over_time(({condition})[{hold}:{step}])"
+    assert {k: r for k, r in shaped.items() if k not in held} == {k: r for k, r in plain.items() if k not in held}
 
 
 def test_mimir_keeps_the_prometheus_file():

@@ -15,7 +15,8 @@ class SglangMetrics(EngineMetrics):
 
     def constant_labels(self):
         return {"model_name": self.model, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0",
-                "tp_rank": "0", "is_streaming": "true"}
+                "tp_rank": "0", "is_streaming": "true",
+                "dp_rank": ""}   # one data-parallel rank: an empty value, which Prometheus stores as no label
 
     def build(self):
         r = self.reg
