@@ -23,18 +23,20 @@ def within_bounds(result: dict) -> None:
 
 @pytest.mark.parametrize("after, code", [("} 1\n", 1), ("} 1 2 3 4\n", 2)], ids=["sample", "not-a-sample"])
 def test_a_five_megabyte_label_value_is_read_in_linear_memory(tmp_path, after, code):
-    """The value is an sglang tp_rank, so it is also quoted (cut) in the report, or in the error."""
+    """The value is the label value Triton's waiting gauge is told apart by, so it is also quoted (cut) in the
+    report, or in the error."""
     value = "x\\\"y" * 1_250_000
-    kept = "".join(line + "\n" for line in page("sglang").splitlines() if "num_running_reqs{" not in line)
-    text = kept + 'sglang:num_running_reqs{tp_rank="' + value + '"' + after
+    kept = "".join(line + "\n" for line in page("tensorrt-llm-triton").splitlines() if 'request_type="waiting"' not in line)
+    text = kept + 'nv_trt_llm_request_metrics{request_type="' + value + '"' + after
     (tmp_path / "metrics.txt").write_text(text)
     result = measured("--metrics", str(tmp_path / "metrics.txt"))
     within_bounds(result)
     if code == 2:
-        assert_one_line(result, 2, "not Prometheus exposition text: sglang:num_running_reqs{tp_rank=\"x\\\"y")
+        assert_one_line(result, 2, "not Prometheus exposition text: nv_trt_llm_request_metrics{request_type=\"x\\\"y")
     else:
         assert result["returncode"] == 1, result["stderr"]
-        assert 'has no series with label tp_rank=~"0|" (values present: "x"yx"y' in result["stdout"]
+        assert 'has no series with label request_type="waiting" (values present: ' in result["stdout"]
+        assert '"x"yx"y' in result["stdout"]
         assert max(map(len, result["stdout"].splitlines())) < 300
 
 
