@@ -20,7 +20,7 @@ help:
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay (seeds 1-4) and false firings vs naive baselines -> docs/benchmarks/bench-detect.md"
-	@echo "make bench-cost    samples and time of one dashboard load (20, 200 instances) -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
 	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 	@echo "make clean         remove out/ and .pytest_cache"
@@ -81,8 +81,11 @@ layout: install
 bench-detect: install
 	$(LLMDASH) bench-detect
 
+# vLLM's own overview dashboard, the reference bench-cost measures against (llmdash ships no copy of it)
+ANCHOR ?=
 bench-cost: install
-	$(LLMDASH) bench-cost
+	@test -n "$(ANCHOR)" || { echo "make bench-cost needs ANCHOR=<path to vLLM's overview dashboard JSON>" >&2; exit 2; }
+	$(LLMDASH) bench-cost --anchor "$(ANCHOR)"
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

@@ -154,17 +154,17 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=bench_report.default_path("bench-cost"),
               show_default=True, help="Where to write the table (markdown, stamped with the commit and date).")
-@click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="vLLM's overview dashboard JSON, measured as the reference "
-                   "(give it: the default lies outside the repository).")
+@click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="vLLM's own overview dashboard JSON (from vLLM's examples/observability), measured as the "
+                   "reference; llmdash ships no copy of it.")
 @click.pass_context
-def bench_cost_command(ctx: click.Context, out: Path, anchor: Path | None) -> None:
+def bench_cost_command(ctx: click.Context, out: Path, anchor: Path) -> None:
     """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
     fleets of 20 and 200 instances in a local Prometheus, beside vLLM's own overview dashboard."""
     from llmdash.lab import bench_cost
 
     started = time.monotonic()
-    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor or bench_cost.ANCHOR,
+    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor,
                                       progress=lambda message: click.echo(message, err=True))
     text = bench_report.write(out, "Query cost", "make bench-cost", bench_cost.table(rows, rule_costs))
     click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")

@@ -38,7 +38,6 @@ POINTS = 1000                      # Grafana's default max data points for a pan
 ANCHOR_NAME = "vLLM overview (anchor)"
 MAX_SAMPLES = 50_000_000           # Prometheus' default --query.max-samples
 MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct")
-ANCHOR = Path(__file__).resolve().parents[2].parent / "shared" / "anchors" / "vllm__vllm_overview.json"
 SELECTED_METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
 
@@ -266,7 +265,7 @@ class Row:
         return self.largest.samples * self.scale
 
 
-def run(config: Config, anchor_path: Path = ANCHOR, fleets: tuple[Fleet, ...] = FLEETS,
+def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
         progress=lambda message: None) -> tuple[list[Row], dict[int, int]]:
     """Rows for every fleet size, dashboard and mode, and the vLLM rules' samples per minute per size."""
     try:
