@@ -4,15 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
 	@echo "make install       create .venv and install llmdash with its test dependencies"
 	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
-	@echo "make test          drift check of generated/ and the whole test suite (real Prometheus included)"
+	@echo "make test          drift check of generated/, ruff, and the whole test suite (real servers included)"
 	@echo "make test-unit     the tests marked neither e2e nor publish (no real Prometheus, no fake Grafana), < 1 min"
+	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
@@ -43,10 +44,13 @@ dashboards: install
 check: install
 	$(LLMDASH) build --check
 
-# Two workers, one test file each at a time: the 2-core machine runs the suite in about 3 minutes.
+lint: install
+	$(BIN)/ruff check .
+
+# Two workers, one test file each at a time: the 2-core machine runs the suite in about 5 minutes.
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
-test: deps check
+test: deps check lint
 	$(PYTEST)
 
 test-unit: install
