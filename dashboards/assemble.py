@@ -20,8 +20,8 @@ from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
 from llmdash.rules.generate import alert_labels, alert_names, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
-                                ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, RATE_INTERVAL, TAG, Alert, Annotations, Role,
-                                dashboard_uid)
+                                ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, RATE_INTERVAL, TAG, Alert, Annotations,
+                                Role, dashboard_uid)
 
 ttft_tile = library.latency_tile(Role.TTFT)
 ttft_chart = library.latency_chart(Role.TTFT)

@@ -134,6 +134,7 @@ def _annotations(scope: tuple[Matcher, ...], config, divergence: str | None) -> 
                         step, f"{ENGINE_LABEL},{MODEL_LABEL}")]
     if divergence is not None:
         marks.append(annotation(Annotations.DIVERGENCE, divergence,
-                                f"Divergence {{{{{MODEL_LABEL}}}}} on {{{{{ENGINE_LABEL}}}}}: latency up, throughput flat",
+                                f"Divergence {{{{{MODEL_LABEL}}}}} on {{{{{ENGINE_LABEL}}}}}: "
+                                "latency up, throughput flat",
                                 step, f"{ENGINE_LABEL},{MODEL_LABEL}"))
     return marks

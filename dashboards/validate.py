@@ -37,7 +37,8 @@ PANEL_KEYS = {title: key for key, title in PANEL_TITLES.items()}   # a panel's s
 
 
 BUILT_IN_SERIES = frozenset({ALERTS_SERIES})
-RECORDED_NAME = re.compile(r"^[a-z][a-z_]*:llm_[a-z0-9_]+:[a-z0-9_]+$")  # written by Prometheus itself for firing and pending alerts
+# written by Prometheus itself for firing and pending alerts
+RECORDED_NAME = re.compile(r"^[a-z][a-z_]*:llm_[a-z0-9_]+:[a-z0-9_]+$")
 
 
 def validate_dashboard(dashboard: dict, spec: EngineSpec | None,
@@ -171,7 +172,8 @@ def lint(d: dict) -> list[str]:
             problems.append(f"panel-no-targets-rule: {where} has no targets")
         for target in panel.get("targets", []):
             windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
-            if (panel.get("type"), PANEL_KEYS.get(panel.get("title"))) not in FIXED_WINDOW_PANELS and windows - {"$__rate_interval"}:
+            if ((panel.get("type"), PANEL_KEYS.get(panel.get("title"))) not in FIXED_WINDOW_PANELS
+                    and windows - {"$__rate_interval"}):
                 problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
                                 "$__rate_interval")
     return problems

@@ -89,7 +89,8 @@ class Metric:
     help: str
     generic: bool = False  # an unprefixed name other exporters may share: read only under a `job` selector
     labels_since: tuple[tuple[str, Version], ...] = ()  # labels added after `since`: label -> first version
-    buckets_before: tuple[tuple[Version, tuple[float, ...]], ...] = ()  # older bounds: (first version without them, bounds)
+    # older bounds: (first version without them, bounds)
+    buckets_before: tuple[tuple[Version, tuple[float, ...]], ...] = ()
 
     def labels_at(self, version: Version) -> tuple[str, ...]:
         """The labels the series carries in `version` (`labels` minus those added later)."""

@@ -90,7 +90,8 @@ def generated_files(config: Config, parts: tuple[str, ...] = PARTS) -> dict[str,
         files |= {f"rules/{name}.rules.yaml": render_rules(model) for name, model in rules.items()}
         files[INHIBIT_RULES] = render_inhibit_rules(inhibit_rules(config))
         files[ALERTMANAGER_CONFIG] = render_alertmanager_config(alertmanager_config(config))
-        files |= {f"{RUNBOOK_DIR.removeprefix('generated/')}/{name}": text for name, text in runbook_files(config).items()}
+        files |= {f"{RUNBOOK_DIR.removeprefix('generated/')}/{name}": text
+                  for name, text in runbook_files(config).items()}
     if "mixin" in parts:
         files |= mixin_files(dashboards, rules)
     if "mtail" in parts:

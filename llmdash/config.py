@@ -374,7 +374,8 @@ def _check(config: Config, path: Path) -> None:
             bad("engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
     for label in list(config.selectors) + list(config.label_variables):
         if not LABEL_NAME.match(label) or label.startswith("__"):
-            bad("selectors" if label in config.selectors else "label_variables", f"{shorten(label)} is not a label name")
+            bad("selectors" if label in config.selectors else "label_variables",
+                f"{shorten(label)} is not a label name")
     for label in config.label_variables:
         if label in ("model_name", "instance", "datasource"):
             bad("label_variables", f"{shorten(label)} is already a dashboard variable")
@@ -399,7 +400,8 @@ def _check(config: Config, path: Path) -> None:
     # Windows, steps and intervals must be positive; a `for` of 0s (fire at once) is valid Prometheus.
     durations = {"divergence.window": div.window, "divergence.baseline_window": div.baseline_window,
                  "divergence.annotation_step": div.annotation_step,
-                 "divergence.baseline_resolution": div.baseline_resolution, "preemption.window": config.preemption.window,
+                 "divergence.baseline_resolution": div.baseline_resolution,
+                 "preemption.window": config.preemption.window,
                  "preemption.alert_for": config.preemption.alert_for, "divergence.alert_for": div.alert_for,
                  "preemption.short_window": config.preemption.short_window,
                  "preemption.long_window": config.preemption.long_window,

@@ -69,7 +69,8 @@ def _source(source: Source) -> str:
 
 
 def _engine_section(spec: EngineSpec, notes: dict) -> list[str]:
-    model = f"model label `{spec.model_label}`" + (" (added by the scrape config)" if spec.model_label_from_scrape else "")
+    model = f"model label `{spec.model_label}`" + (" (added by the scrape config)"
+                                                   if spec.model_label_from_scrape else "")
     facts = [f"Versions {spec.versions}", f"exporter `{spec.exporter}`", model]
     if spec.selectors:
         facts.append("default selectors " + ", ".join(f'`{k}="{v}"`' for k, v in spec.selectors))

@@ -140,7 +140,8 @@ class Annotations:
     PREEMPTION = Annotation("Preemption", "rgba(255, 152, 48, 1)")
     LOG_PREEMPTION = Annotation("Preemption (logs)", "rgba(255, 120, 10, 1)")
     ALERTS_FIRING = Annotation("Alerts firing (llmdash rules)", "rgba(184, 119, 217, 1)")
-    DIVERGENCE = Annotation("Divergence", "rgba(242, 73, 92, 1)")   # the per-engine name adds "<latency> up, throughput flat"
+    # the per-engine name adds "<latency> up, throughput flat"
+    DIVERGENCE = Annotation("Divergence", "rgba(242, 73, 92, 1)")
     PREEMPTION_PAGES = Annotation("Preemption pages", "rgba(255, 152, 48, 1)")
     BUILT_IN = Annotation("Annotations & Alerts", "rgba(0, 211, 255, 1)")
 

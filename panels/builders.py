@@ -30,7 +30,8 @@ def targets(queries: list[tuple[str, str]]) -> list[core.Target]:
 
 
 def stat(title: str, description: str, queries: list[tuple[str, str]], unit: str,
-         steps: list[dict], width: int = 3, decimals: int | None = None, mappings: list[dict] | None = None) -> core.Stat:
+         steps: list[dict], width: int = 3, decimals: int | None = None,
+         mappings: list[dict] | None = None) -> core.Stat:
     return core.Stat(
         title=title, description=description, dataSource=DATASOURCE, targets=targets(queries),
         format=unit, thresholds=steps, reduceCalc="lastNotNull", graphMode="area", colorMode="background",
@@ -71,7 +72,8 @@ class Table:
 
     `columns` renames each query's value column (`Value #A` → its title) and gives it a unit; the
     queries' series are merged into one row per label set, sorted by `sort_by` (a column title),
-    largest first (smallest with `ascending`). `links` are data links on the `link_column`, as Grafana's `${__data.fields.x}` URLs.
+    largest first (smallest with `ascending`). `links` are data links on the `link_column`, as Grafana's
+    `${__data.fields.x}` URLs.
     """
 
     def __init__(self, title: str, description: str, columns: list[tuple[str, str, str]], sort_by: str,
@@ -96,7 +98,8 @@ class Table:
             "gridPos": self.gridPos,
             "targets": [{"expr": expr, "refId": ref, "datasource": DATASOURCE, "legendFormat": "__auto"}
                         for ref, (expr, _, _) in zip(refs, self.columns)],
-            "fieldConfig": {"defaults": {"unit": self.columns[0][2] if len(self.columns) == 1 else "short", "thresholds": {"mode": "absolute", "steps": [
+            "fieldConfig": {"defaults": {"unit": self.columns[0][2] if len(self.columns) == 1 else "short",
+                                         "thresholds": {"mode": "absolute", "steps": [
                 {"color": "green", "value": None}]}, "custom": {"align": "auto", "cellOptions": {"type": "auto"}}},
                 "overrides": overrides},
             "options": {"showHeader": True, "cellHeight": "sm",

@@ -124,7 +124,8 @@ def quantile(q: float, bucket_rates_by_le: str, scale: float = 1.0) -> str:
 def is_selector(expr: str) -> bool:
     """A bare series selector (`name` or `name{…}`), which takes a range directly; anything else needs a subquery."""
     name, _, rest = expr.partition("{")
-    return name.replace("_", "a").replace(":", "a").isalnum() and (not rest or (rest.endswith("}") and "}" not in rest[:-1]))
+    return (name.replace("_", "a").replace(":", "a").isalnum()
+            and (not rest or (rest.endswith("}") and "}" not in rest[:-1])))
 
 
 def baseline(expr: str, divergence) -> str:
@@ -138,7 +139,8 @@ def baseline(expr: str, divergence) -> str:
     at its own samples; any other expression through a subquery at `baseline_resolution`.
     """
     d = divergence
-    window = f"{expr}[{d.baseline_window}]" if is_selector(expr) else f"({expr})[{d.baseline_window}:{d.baseline_resolution}]"
+    window = (f"{expr}[{d.baseline_window}]" if is_selector(expr)
+              else f"({expr})[{d.baseline_window}:{d.baseline_resolution}]")
     return f"quantile_over_time({BASELINE_QUANTILE:g}, {window} offset {d.baseline_offset})"
 
 

@@ -10,7 +10,8 @@ Names follow the mixin convention `level:metric:operations`, the level being the
 `cluster_namespace_model_name:llm_output_tokens:rate5m`; a recorded quantile is named by its value
 (`…:llm_ttft_seconds:p99_rate5m`), so changing the headline quantile renames its series. (Not a
 `quantile` label: the alerts combine quantiles with throughput series with `and`, which matches on every
-label, so a label only some operands carry would make them match nothing.) Every recorded series carries `llm_engine`, and its
+label, so a label only some operands carry would make them match nothing.) Every recorded series carries
+`llm_engine`, and its
 model as `model_name` whatever the engine calls it, so one name serves all engines and the fleet
 dashboard reads them all at once. Fallbacks for renamed series are applied per replica in the leaves,
 which read raw series through `Signals`.
@@ -93,7 +94,8 @@ def _one(_raw) -> tuple:
 class Recording:
     """A declared recorded series (or a family of them, over roles, windows and quantiles).
 
-    `metric` may hold `{role}`, `operation` `{window}` and `{quantile}` (`p99`); `windows(config)` and `roles(raw)` give the
+    `metric` may hold `{role}`, `operation` `{window}` and `{quantile}` (`p99`); `windows(config)` and
+    `roles(raw)` give the
     family's members (a single None when the series has no role or window); `applies(raw)` whether the
     engine has it at all; `expr(build, key)` its expression.
     """

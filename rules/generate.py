@@ -44,7 +44,8 @@ def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
 
 def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
-    rules: list[dict] = [{"record": series.name, "expr": series.expr, "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}}
+    rules: list[dict] = [{"record": series.name, "expr": series.expr,
+                          "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}}
                          for series in recording_layer(spec, config).series]
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
@@ -144,7 +145,8 @@ def _with_model_name(spec: EngineSpec, expr: str) -> str:
 
 def _where(config) -> str:
     """`model on Engine` plus the fleet's grouping labels, for summaries and descriptions."""
-    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in config.fleet.group_by)
+    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}"
+                     for label in config.fleet.group_by)
     return "{{ $labels.model_name }}" + groups
 
 
@@ -202,7 +204,8 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     else:
         expr = f"({short} >= {p.paused_share:g}) and ({long} >= {p.paused_confirm_share:g})"
         what = (f"requests were paused in {{{{ $value | humanizePercentage }}}} of the last {p.short_window} "
-                f"(page at {p.paused_share:.0%}, confirmed by {p.paused_confirm_share:.0%} of the last {p.long_window})")
+                f"(page at {p.paused_share:.0%}, confirmed by {p.paused_confirm_share:.0%} "
+                f"of the last {p.long_window})")
     side = (" On SGLang the *Retracted tokens/s* panel tells whether the recompute is prompt-side (long contexts "
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
     return _alert(
@@ -241,8 +244,10 @@ def divergence(sig: RecordedSignals, config) -> dict:
         sig, config, Alert.DIVERGENCE, sig.divergence_condition(), d.alert_for, "warning" if direct else "critical",
         f"{latency} of {_where(config)} diverges from throughput on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {latency} over {d.window} is "
-        f"{{{{ $value | printf \"%.1f\" }}}}x its median over the {d.baseline_window} that ended {d.baseline_offset} ago, "
-        f"while output tokens/s stays within ±{d.throughput_band:.0%} of its median over that same window. Latency rising with flat "
+        f"{{{{ $value | printf \"%.1f\" }}}}x its median over the {d.baseline_window} "
+        f"that ended {d.baseline_offset} ago, "
+        f"while output tokens/s stays within ±{d.throughput_band:.0%} of its median over that same window. "
+        "Latency rising with flat "
         "throughput is what KV-cache preemption looks like from outside; a load increase would raise throughput too."
         + (f" Without preemptions (see {Alert.PREEMPTIONS_HIGH}) it can also be longer prompts or a slower "
            "workload, hence a warning." if direct else
@@ -268,10 +273,12 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
     if levels.critical >= top:
         expr = f"({sig.share_above_top_bucket(role)} > {CAPPED_TAIL_SHARE:g}) and ({floor})"
         what = (f"{{{{ $value | humanizePercentage }}}} of observations over {w} are above the histogram's top "
-                f"bound of {top:g}s, so {info.title} is at least {top:g}s, at or above the {levels.critical:g}s threshold")
+                f"bound of {top:g}s, so {info.title} is at least {top:g}s, "
+                f"at or above the {levels.critical:g}s threshold")
     else:
         expr = f"({sig.quantile(role, HEADLINE_QUANTILE)} > {levels.critical:g}) and ({floor})"
-        what = f"{info.title}{stand_in} over {w} is {{{{ $value | humanizeDuration }}}}, above the {levels.critical:g}s threshold"
+        what = (f"{info.title}{stand_in} over {w} is {{{{ $value | humanizeDuration }}}}, "
+                f"above the {levels.critical:g}s threshold")
     return _alert(
         sig, config, name, expr, config.rules.latency_alert_for, "warning",
         f"{info.title} of {_where(config)} is above {levels.critical:g}s on {sig.spec.title}",
@@ -316,21 +323,25 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
     logs = sig.logs
     instance = "{{ $labels." + config.fleet.instance_label + " }}"
     join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
-    expr = f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} >= {config.logs.min_events:g}"
+    expr = (f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} "
+            f">= {config.logs.min_events:g}")
     silenced = ""
     if sig.spec.has("preemptions"):
         expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
         silenced = (f" It stays silent where a series with the same {', '.join(join) or 'fleet'} labels exports "
                     f"{', '.join(f'`{s.series}`' for s in sig.sources('preemptions'))}: there "
                     f"{Alert.PREEMPTIONS_HIGH} pages instead.")
-    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in config.fleet.group_by)
+    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}"
+                     for label in config.fleet.group_by)
     return _alert(
         sig, config, Alert.LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} log read by {instance}{groups} reports preemptions",
         f"mtail at {instance}{groups} counted {{{{ $value | printf \"%.0f\" }}}} {sig.spec.title} preemptions "
-        f"in the log over {p.short_window} (page at {config.logs.min_events:g}). The KV cache is full: running requests "
+        f"in the log over {p.short_window} (page at {config.logs.min_events:g}). "
+        "The KV cache is full: running requests "
         "lose their KV blocks and are recomputed later, so their users wait while throughput looks normal. "
-        f"Counted by generated/mtail/{sig.spec.id}.mtail from lines the engine prints; the log names no model.{silenced}",
+        f"Counted by generated/mtail/{sig.spec.id}.mtail from lines the engine prints; "
+        f"the log names no model.{silenced}",
         keep_firing_for=p.keep_firing_for)
 
 

@@ -90,10 +90,12 @@ def test_architecture_page_layout_section_names_every_package_folder():
 def test_the_vocabulary_imports_nothing_from_the_project():
     """Every layer reads its names from it, so it must sit below all of them."""
     imported = set(_imports(ROOT / "llmdash" / "vocabulary.py"))
-    assert {name for name in imported if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
+    assert {name for name in imported
+            if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
 
 
 def test_the_duration_parser_imports_nothing_from_the_project():
     """The config, the rules and the lab all parse durations with it, so it must sit below all of them."""
     imported = set(_imports(ROOT / "llmdash" / "durations.py"))
-    assert {name for name in imported if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
+    assert {name for name in imported
+            if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()

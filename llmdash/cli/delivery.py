@@ -103,7 +103,8 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
                                  force=force, dry_run=dry_run, annotate=annotate, revision=git_revision())
         namespace = namespace or settings.namespace
         if namespace is not None and not DNS1123_LABEL.match(namespace):
-            raise LlmdashError(f"--namespace {shorten(namespace)} is not a namespace like default, org-2 or stacks-12345")
+            raise LlmdashError(f"--namespace {shorten(namespace)} is not a namespace "
+                               "like default, org-2 or stacks-12345")
         backend = connect(connection, api or settings.api, namespace, schema)
         echo = lambda text: click.echo(_shown(text, connection.secrets))  # noqa: E731
         echo(f"dashboard API: {backend.description}")

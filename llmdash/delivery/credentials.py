@@ -165,7 +165,8 @@ def _check_url(url: str) -> None:
         raise LlmdashError(f"Grafana URL must look like {URL_SHAPE}", EXIT_USAGE)
     if parts.username or parts.password:
         raise LlmdashError(
-            "Grafana URL must not contain credentials; use GRAFANA_TOKEN, --token-file or GRAFANA_USER/GRAFANA_PASSWORD",
+            "Grafana URL must not contain credentials; "
+            "use GRAFANA_TOKEN, --token-file or GRAFANA_USER/GRAFANA_PASSWORD",
             EXIT_USAGE,
         )
 

@@ -137,7 +137,8 @@ def write_fleet(path: Path, spec: EngineSpec, instances: int, hours: float, end:
                         counts = [int(rate * e) for e in elapsed]
                         for j, bound in enumerate(buckets):
                             share = min(1.0, 1.5 * (j + 1) / len(buckets))
-                            series(f'{metric}_bucket{{{labels},le="{spec.le(bound)}"}}', [int(c * share) for c in counts])
+                            series(f'{metric}_bucket{{{labels},le="{spec.le(bound)}"}}',
+                                   [int(c * share) for c in counts])
                         series(f'{metric}_bucket{{{labels},le="+Inf"}}', counts)
                         series(f"{metric}_count{{{labels}}}", counts)
                         series(f"{metric}_sum{{{labels}}}", [c * 0.05 for c in counts])
@@ -318,7 +319,8 @@ def table(rows: list[Row], rule_costs: dict[int, int], fleets: tuple[Fleet, ...]
     lines = ["Synthetic vLLM fleet, 2 models, 15 s scrapes; one dashboard load = every panel target and annotation "
              "as Grafana sends it (a range query with step = range / 1000 rounded up to 15 s, or the target's min "
              "interval if larger; an instant query for targets marked instant; $__rate_interval = max(60 s, step + "
-             "15 s); variables = All), dashboards that read nothing on vLLM data left out; samples = Prometheus' stats.samples.totalQueryableSamples. "
+             "15 s); variables = All), dashboards that read nothing on vLLM data left out; "
+             "samples = Prometheus' stats.samples.totalQueryableSamples. "
              + "; ".join(f"{f.instances} instances: {f.range_s / 3600:g} h range over {f.data_hours:g} h of data"
                          for f in fleets) + ". The largest panel is scaled to the 3 h default range at 1000 "
              f"instances; ⚠ marks more than {MAX_SAMPLES // 1_000_000} M samples (--query.max-samples).", "",

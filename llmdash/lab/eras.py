@@ -51,7 +51,8 @@ def version_names(spec: EngineSpec, version: Version) -> dict[str, str | None]:
             if source.metric.exposed_in(version, version):
                 continue
             fallback = next((s.metric for s in signal.sources[i + 1:] if s.metric.exposed_in(version, version)), None)
-            same = fallback is not None and (source.metric.type, source.metric.labels) == (fallback.type, fallback.labels)
+            same = (fallback is not None
+                    and (source.metric.type, source.metric.labels) == (fallback.type, fallback.labels))
             names[source.metric.name] = fallback.name if same else None
     return names
 

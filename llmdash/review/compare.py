@@ -539,7 +539,7 @@ def diff_rules(old: dict | None, new: dict | None) -> list[Change]:
     """Alert and recording rules added, removed or changed, keyed by alert/record name."""
     old_rules, new_rules = _index_rules(old), _index_rules(new)
     changes: list[Change] = []
-    for label in list(old_rules) + [l for l in new_rules if l not in old_rules]:
+    for label in list(old_rules) + [name for name in new_rules if name not in old_rules]:
         before, after = old_rules.get(label), new_rules.get(label)
         if after is None:
             changes.append(Change("rule-removed", label, _text(before.get("expr")), None))

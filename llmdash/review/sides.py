@@ -91,7 +91,8 @@ def committed(ws: Workspace, workdir: Path) -> Side:
     """`generated/` as committed at HEAD (as on disk when not in a git repository)."""
     if ws.repo is None:
         if not (ws.project / "generated").is_dir():
-            raise LlmdashError(f"nothing to compare with: {ws.project} is not in a git repository and has no generated/")
+            raise LlmdashError(f"nothing to compare with: {ws.project} is not in a git repository "
+                               "and has no generated/")
         return Side(load_output(ws.project / "generated"), "generated/ on disk")
     head = resolve_revision(ws, "HEAD")
     extracted, generated = workdir / "committed", ws.prefix / "generated"

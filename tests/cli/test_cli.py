@@ -36,7 +36,8 @@ def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):
     assert snapshot(first) == snapshot(second)
     engines = tuple(ENGINES)
     dashboards = sorted(engines + ("fleet",))
-    assert sorted(snapshot(first)) == [MANIFEST, "alertmanager/alertmanager.yml", "alertmanager/llmdash-inhibit-rules.yaml"] + \
+    assert sorted(snapshot(first)) == [MANIFEST, "alertmanager/alertmanager.yml",
+                                       "alertmanager/llmdash-inhibit-rules.yaml"] + \
         [f"dashboards-v2/{e}.json" for e in dashboards] + [f"dashboards/{e}.json" for e in dashboards] + \
         [f"mixin/dashboards_out/{e}.json" for e in dashboards] + \
         ["mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"] + \

@@ -56,8 +56,9 @@ def test_preemption_row_has_direct_or_indirect_signal(engine, default_build):
 def test_engine_specific_preemption_panels(default_build):
     assert "Preemptions per finished request" in [p["title"] for p in rows(default_build["vllm"])["Preemption"]]
     retracted = [p for p in rows(default_build["sglang"])["Preemption"] if p["title"].startswith("Retracted")]
-    assert [t["legendFormat"] for t in retracted[0]["targets"]][:2] == ["{{model_name}} {{cluster}} {{namespace}} prompt",
-                                                                       "{{model_name}} {{cluster}} {{namespace}} generated"]
+    assert [t["legendFormat"] for t in retracted[0]["targets"]][:2] == [
+        "{{model_name}} {{cluster}} {{namespace}} prompt",
+        "{{model_name}} {{cluster}} {{namespace}} generated"]
     paused = [p for p in rows(default_build["tensorrt-llm-serve"])["Preemption"] if p["title"] == "Paused requests"]
     assert "MAX_UTILIZATION" in paused[0]["description"]
     tile = [p for p in rows(default_build["lmdeploy"])["On-call"] if p["title"] == "Preemptions"][0]

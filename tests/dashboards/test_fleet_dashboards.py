@@ -60,8 +60,10 @@ def test_renamed_series_fall_back_per_replica_before_aggregating(default_build):
     itl = panel(default_build["vllm"], "ITL p99")["targets"][0]["expr"]
     # each name reduced to the replica, then new-or-old, then the model's buckets
     assert itl.startswith("histogram_quantile(0.99, sum by (le, cluster, namespace, model_name) ((sum by "
-                          "(le, cluster, namespace, model_name, instance) (rate(vllm:inter_token_latency_seconds_bucket")
-    assert "or (sum by (le, cluster, namespace, model_name, instance) (rate(vllm:time_per_output_token_seconds_bucket" in itl
+                          "(le, cluster, namespace, model_name, instance) "
+                          "(rate(vllm:inter_token_latency_seconds_bucket")
+    assert ("or (sum by (le, cluster, namespace, model_name, instance) "
+            "(rate(vllm:time_per_output_token_seconds_bucket") in itl
     kv = panel(default_build["vllm"], "KV-cache usage")["targets"][0]["expr"]
     assert kv.startswith("max by (cluster, namespace, model_name) ((max by (cluster, namespace, model_name, instance) "
                          "(vllm:kv_cache_usage_perc")
@@ -134,7 +136,8 @@ def test_fleet_rows_link_down_to_the_engine_dashboard_with_model_instance_and_ti
     assert models["options"]["sortBy"] == [{"displayName": "Preemptions per 100 requests", "desc": True}]
     [link] = [o for o in models["fieldConfig"]["overrides"] if o["matcher"]["options"] == "model_name"]
     url = link["properties"][0]["value"][0]["url"]
-    assert url == "/d/llmdash-${__data.fields.llm_engine}?var-model_name=${__data.fields.model_name}&${__url_time_range}"
+    assert url == ("/d/llmdash-${__data.fields.llm_engine}?var-model_name=${__data.fields.model_name}"
+                   "&${__url_time_range}")
     instances = panel(fleet, "Top instances by preemption share")
     [link] = [o for o in instances["fieldConfig"]["overrides"] if o["matcher"]["options"] == "instance"]
     assert link["properties"][0]["value"][0]["url"].endswith("&var-instance=${__data.fields.instance}")

@@ -22,7 +22,8 @@ RUN_COPY = """
 import importlib.util, pathlib, sys
 root = pathlib.Path(sys.argv[1])
 def load(name, folder):
-    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -91,8 +92,10 @@ def test_changing_the_headline_quantile_is_one_edit_that_builds_and_renames_cons
 
 
 def test_renaming_an_alert_and_a_panel_title_follows_everywhere(copy):
-    edit(copy, 'PREEMPTIONS_HIGH = f"{ALERT_PREFIX}PreemptionsHigh"', 'PREEMPTIONS_HIGH = f"{ALERT_PREFIX}KVCacheThrashing"')
-    edit(copy, 'Panel.DIVERGENCE: "Latency vs throughput divergence"', 'Panel.DIVERGENCE: "Latency up, throughput flat"')
+    edit(copy, 'PREEMPTIONS_HIGH = f"{ALERT_PREFIX}PreemptionsHigh"',
+         'PREEMPTIONS_HIGH = f"{ALERT_PREFIX}KVCacheThrashing"')
+    edit(copy, 'Panel.DIVERGENCE: "Latency vs throughput divergence"',
+         'Panel.DIVERGENCE: "Latency up, throughput flat"')
     config = copy / "llmdash.yaml"
     config.write_text("alerts:\n  runbook_url_template: https://git.example.com/ops/runbooks/{alertname}.md\n")
     build = llmdash(copy, "build")

@@ -3,8 +3,8 @@
 Runs only when GRAFANA_URL is set, with GRAFANA_TOKEN or GRAFANA_USER/GRAFANA_PASSWORD, once
 through /api and once through the resource API /apis/dashboard.grafana.app (skipped, saying so,
 when the server does not offer it: Grafana <= 11). GRAFANA_NAMESPACE overrides the resource API
-namespace (Grafana Cloud: stacks-<id>). It works in a throw-away folder `llmdash-test-<random>` on dashboards with test uids,
-so the team's published dashboards are never touched, and deletes that folder at the end.
+namespace (Grafana Cloud: stacks-<id>). It works in a throw-away folder `llmdash-test-<random>` on
+dashboards with test uids, so the team's published dashboards are never touched, and deletes that folder at the end.
 """
 
 from __future__ import annotations

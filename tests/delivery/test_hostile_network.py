@@ -236,9 +236,11 @@ def test_save_applied_then_answered_with_an_error_is_reported_saved(grafana, los
         patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config: {"vllm": changed()})
         result = publish_cli(grafana.url, "vllm", "--retries", "2")
     assert_clean(result, EXIT_OK, TOKEN)
-    assert "vllm (llmdash-vllm): updated v2" in result.stdout and "saved (re-reading Grafana shows this build)" in result.stdout
+    assert ("vllm (llmdash-vllm): updated v2" in result.stdout
+            and "saved (re-reading Grafana shows this build)" in result.stdout)
     assert "llmdash-vllm): refused" not in result.stdout and "1 refused" not in result.stdout
-    assert not re.search(r"\b412\b(?!\d)", result.stdout.replace(grafana.url, "GRAFANA"))  # only our own first attempt caused one
+    # only our own first attempt caused one
+    assert not re.search(r"\b412\b(?!\d)", result.stdout.replace(grafana.url, "GRAFANA"))
     assert "a generator change" in json.dumps(grafana.dashboards["llmdash-vllm"].model)
 
 
@@ -289,9 +291,11 @@ def test_non_finite_timeout_in_config_is_a_usage_error(grafana, tmp_path):
     ("GET", "/api/health", ["ok"], "did not answer JSON"),
     ("GET", "/api/health", {"database": "ok", "version": 12}, None),
     ("GET", "/api/health", {"database": ["ok"], "version": "11"}, "reports database"),
-    ("GET", "/api/dashboards/uid/", {"dashboard": {"version": "abc", "panels": []}, "meta": {}}, "should be an integer"),
+    ("GET", "/api/dashboards/uid/", {"dashboard": {"version": "abc", "panels": []}, "meta": {}},
+     "should be an integer"),
     ("GET", "/api/dashboards/uid/", {"dashboard": {"version": 3}, "meta": ["folder"]}, "no dashboard model"),
-    ("GET", "/api/dashboards/uid/", {"dashboard": {"version": 3, "panels": {"a": 1}}, "meta": {}}, "panels is not a list"),
+    ("GET", "/api/dashboards/uid/", {"dashboard": {"version": 3, "panels": {"a": 1}}, "meta": {}},
+     "panels is not a list"),
     ("GET", "/api/dashboards/uid/", {"dashboard": {"version": 3, "tags": "x"}, "meta": {}}, "tags is not a list"),
     ("POST", "/api/dashboards/db", {"version": {"n": 1}, "uid": 7}, "should be an integer"),
     ("GET", "/api/folders/", [{"uid": "llm-serving"}], "did not answer JSON"),

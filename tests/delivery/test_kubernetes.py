@@ -61,7 +61,8 @@ VALIDATORS = {
 
 
 def problems(manifest: dict) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in VALIDATORS[manifest["kind"]].iter_errors(manifest)]
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in VALIDATORS[manifest["kind"]].iter_errors(manifest)]
 
 
 @pytest.fixture(scope="module")
@@ -178,14 +179,16 @@ def test_each_kustomization_lists_exactly_the_files_beside_it(written):
 def test_settings_from_the_config_reach_the_manifests(tmp_path):
     config_file = tmp_path / "llmdash.yaml"
     config_file.write_text(yaml.safe_dump({"engines": ["vllm"], "kubernetes": {
-        "namespace": "llm-ops", "dashboard_labels": {"grafana_dashboard": "llm"}, "folder_annotation": "k8s-sidecar-target-directory",
+        "namespace": "llm-ops", "dashboard_labels": {"grafana_dashboard": "llm"},
+        "folder_annotation": "k8s-sidecar-target-directory",
         "folder": "Inference", "instance_selector": {"app.kubernetes.io/instance": "grafana-prod"},
         "rule_labels": {"release": "prom", "team": "inference"}}}))
     config = load_config(config_file)
     files = manifest_files(build_dashboards(config), build_rule_files(config), config.kubernetes)
     manifests = {path: yaml.safe_load(text) for path, text in files.items()}
     assert all(problems(m) == [] for m in manifests.values())
-    assert manifests["sidecar/llmdash-vllm.yaml"]["metadata"]["annotations"] == {"k8s-sidecar-target-directory": "Inference"}
+    assert manifests["sidecar/llmdash-vllm.yaml"]["metadata"]["annotations"] == {
+        "k8s-sidecar-target-directory": "Inference"}
     assert manifests["sidecar/llmdash-vllm.yaml"]["metadata"]["labels"]["grafana_dashboard"] == "llm"
     operator = manifests["grafana-operator/llmdash-vllm.yaml"]["spec"]
     assert operator["instanceSelector"]["matchLabels"] == {"app.kubernetes.io/instance": "grafana-prod"}

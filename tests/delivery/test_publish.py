@@ -148,7 +148,8 @@ def test_edit_during_publish_gets_412_and_is_refused(grafana):
     run(grafana, built("vllm"))
     changed = {"vllm": make_dashboard("vllm", itl_description="new description")}
     lines: list[str] = []
-    code = publish(changed, RacingApi(grafana, Transport(Connection(url=grafana.url, token=TOKEN))), FOLDER, lines.append)
+    code = publish(changed, RacingApi(grafana, Transport(Connection(url=grafana.url, token=TOKEN))), FOLDER,
+                   lines.append)
     assert code == EXIT_DRIFT
     assert "412 version-mismatch" in "\n".join(lines)
     assert "edited_during_incident" in str(grafana.dashboards["llmdash-vllm"].model)

@@ -118,7 +118,8 @@ class RacingResourceApi(RacesAnEdit, ResourceApi):
 
 def test_edit_during_publish_gets_409_and_is_refused(grafana):
     run(grafana, built("vllm"))
-    racing = RacingResourceApi(grafana, Transport(connection(grafana)), api_version=grafana.expected_api, namespace="default")
+    racing = RacingResourceApi(grafana, Transport(connection(grafana)), api_version=grafana.expected_api,
+                               namespace="default")
     lines: list[str] = []
     code = publish({"vllm": make_dashboard("vllm", itl_description="new")}, racing, FOLDER, lines.append)
     assert code == EXIT_DRIFT
@@ -129,7 +130,8 @@ def test_edit_during_publish_gets_409_and_is_refused(grafana):
 def test_force_does_not_overwrite_an_edit_made_during_the_publish(grafana):
     run(grafana, built("vllm"))
     grafana.ui_save("llmdash-vllm", edit_itl_query)
-    racing = RacingResourceApi(grafana, Transport(connection(grafana)), api_version=grafana.expected_api, namespace="default")
+    racing = RacingResourceApi(grafana, Transport(connection(grafana)), api_version=grafana.expected_api,
+                               namespace="default")
     code = publish(built("vllm"), racing, PublishOptions("llm-serving", "LLM serving", force=True), lambda _: None)
     assert code == EXIT_DRIFT
 

@@ -26,7 +26,8 @@ def test_a_five_megabyte_label_value_is_read_in_linear_memory(tmp_path, after, c
     """The value is the label value Triton's waiting gauge is told apart by, so it is also quoted (cut) in the
     report, or in the error."""
     value = "x\\\"y" * 1_250_000
-    kept = "".join(line + "\n" for line in page("tensorrt-llm-triton").splitlines() if 'request_type="waiting"' not in line)
+    kept = "".join(line + "\n" for line in page("tensorrt-llm-triton").splitlines()
+                   if 'request_type="waiting"' not in line)
     text = kept + 'nv_trt_llm_request_metrics{request_type="' + value + '"' + after
     (tmp_path / "metrics.txt").write_text(text)
     result = measured("--metrics", str(tmp_path / "metrics.txt"))

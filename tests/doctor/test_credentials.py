@@ -58,7 +58,8 @@ def test_a_page_with_the_credentials_in_a_label_value_reports_them_scrubbed():
     with Routes(lambda *_: (200, text.encode())) as server:
         result = doctor("--metrics", f"http://{USERINFO}@127.0.0.1:{server.port}/metrics")
     assert result.returncode == 1, result.stderr
-    [quoted, *_] = [line for line in result.stdout.splitlines() if 'label request_type="waiting" (values present: ' in line]
+    [quoted, *_] = [line for line in result.stdout.splitlines()
+                    if 'label request_type="waiting" (values present: ' in line]
     assert '"***"' in quoted
     assert_clean(result)
 

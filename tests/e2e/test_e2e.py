@@ -179,7 +179,8 @@ def test_divergence_annotation_lasts_through_collapse(evaluated, prometheus_scen
     covered = sum(max(0.0, min(end, w.end) - max(start, settled))
                   for model, start, end in model_regions(evaluated(engine, "kv-collapse"), "Divergence", engine)
                   if model == PRIMARY)
-    assert covered >= 0.5 * (w.end - settled), f"Divergence covers {covered / 60:.0f} of {(w.end - settled) / 60:.0f} min"
+    assert covered >= 0.5 * (w.end - settled), (f"Divergence covers {covered / 60:.0f} "
+                                                f"of {(w.end - settled) / 60:.0f} min")
 
 
 @pytest.mark.parametrize("scenario", QUIET)

@@ -116,7 +116,8 @@ def _panel(result, title: str):
 
 def _latest(panel, ref: str = "A") -> dict[str, float]:
     target = next(t for t in panel.targets if t.ref_id == ref)
-    return {" ".join(f"{k}={v}" for k, v in sorted(s.labels.items())): s.points[-1][1] for s in target.series if s.points}
+    return {" ".join(f"{k}={v}" for k, v in sorted(s.labels.items())): s.points[-1][1]
+            for s in target.series if s.points}
 
 
 @pytest.mark.parametrize("recorded", [False, True], ids=["raw", "recorded"])

@@ -70,7 +70,8 @@ SERVERS = {
               {"sglang:token_usage": (0.6, 0.9), "sglang:num_queue_reqs": (7, 11), "sglang:num_running_reqs": (20, 30)},
               (0.5, 0.5)),
     "m-0.4.10": ([{"engine_type": "unified", "tp_rank": str(k), "pp_rank": "0"} for k in (0, 1)],
-                 {"sglang:token_usage": (0.4, 0.8), "sglang:num_queue_reqs": (3, 5), "sglang:num_running_reqs": (12, 16)},
+                 {"sglang:token_usage": (0.4, 0.8), "sglang:num_queue_reqs": (3, 5),
+                  "sglang:num_running_reqs": (12, 16)},
                  None),
     "m-0.4.9": ([{"engine_type": "unified"}],
                 {"sglang:token_usage": (0.3,), "sglang:num_queue_reqs": (2,), "sglang:num_running_reqs": (9,)},
@@ -96,13 +97,15 @@ def _hand_shaped(start: float) -> str:
                 for name, values in gauges.items():
                     add(name, "gauge", name, labels, values[k], t)
                 if retractions:   # a 0.5.10+ server: the realtime counter, repeated by every rank
-                    add("sglang:realtime_tokens", "counter", "sglang:realtime_tokens_total", {**labels, "mode": "decode"},
-                        TOKENS_PER_S * elapsed, t)
-                    for name, per_request in (("sglang:num_retracted_requests", 1), ("sglang:num_retracted_input_tokens", 500),
+                    add("sglang:realtime_tokens", "counter", "sglang:realtime_tokens_total",
+                        {**labels, "mode": "decode"}, TOKENS_PER_S * elapsed, t)
+                    for name, per_request in (("sglang:num_retracted_requests", 1),
+                                              ("sglang:num_retracted_input_tokens", 500),
                                               ("sglang:num_retracted_output_tokens", 100)):
                         add(name, "counter", f"{name}_total", labels, retractions[k] * per_request * elapsed, t)
             tokenizer = {"model_name": model, **target}
-            add("sglang:generation_tokens", "counter", "sglang:generation_tokens_total", tokenizer, TOKENS_PER_S * elapsed, t)
+            add("sglang:generation_tokens", "counter", "sglang:generation_tokens_total", tokenizer,
+                TOKENS_PER_S * elapsed, t)
             add("sglang:num_requests", "counter", "sglang:num_requests_total", tokenizer, REQUESTS_PER_S * elapsed, t)
             for family in ("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds"):
                 per_s, value = (REQUESTS_PER_S, 0.3) if "first_token" in family else (TOKENS_PER_S, 0.03)
@@ -141,7 +144,8 @@ def releases(tmp_path_factory):
 @pytest.fixture(scope="module")
 def evaluated(releases, dashboards):
     server, window, _ = releases
-    return {engine: evaluate_dashboard(dashboards[engine], server, window.start, window.end, 60.0) for engine in RELEASES}
+    return {engine: evaluate_dashboard(dashboards[engine], server, window.start, window.end, 60.0)
+            for engine in RELEASES}
 
 
 @pytest.mark.parametrize("engine", sorted(RELEASES))

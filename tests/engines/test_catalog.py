@@ -68,7 +68,8 @@ def test_labels_and_buckets_follow_the_version():
     assert usage.labels_at(Version("0.4.10")) == ("model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank")
     ttft = sglang.metrics["sglang:time_to_first_token_seconds"]
     assert ttft.buckets_at(Version("0.4.1"))[-1] == 30.0 and ttft.buckets_at(Version("0.4.3"))[-1] == 160.0
-    assert ttft.buckets_at(Version("0.4.4"))[:3] == (0.1, 0.3, 0.5) and ttft.buckets_at(Version("0.4.5")) == ttft.buckets
+    assert (ttft.buckets_at(Version("0.4.4"))[:3] == (0.1, 0.3, 0.5)
+            and ttft.buckets_at(Version("0.4.5")) == ttft.buckets)
     tpot = vllm.metrics["vllm:time_per_output_token_seconds"]
     assert tpot.buckets_at(Version("0.7.3"))[-1] == 2.5 and tpot.buckets_at(Version("0.9.0")) == tpot.buckets
     assert vllm.metrics["vllm:request_success_total"].labels_at(Version("0.7.3")) == ("model_name", "finished_reason")
@@ -128,7 +129,8 @@ def test_malformed_yaml_names_the_line(catalog_copy):
 
 
 def test_unknown_engine_lists_known_ones():
-    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*known: dynamo, llama-cpp, lmdeploy, nim, ray-serve-vllm, sglang"):
+    with pytest.raises(LlmdashError, match="unknown engine 'mlc-llm'.*"
+                                           "known: dynamo, llama-cpp, lmdeploy, nim, ray-serve-vllm, sglang"):
         load_engine("mlc-llm")
 
 

@@ -227,7 +227,8 @@ def test_a_release_era_exports_what_the_catalog_gives_that_release():
     assert "sglang:num_queue_reqs{model_name=\"m1\"} 2" in lines      # no engine_type, no tp_rank
     assert not any(line.startswith(("sglang:num_retracted", "sglang:realtime", "sglang:inter_token"))
                    for line in lines)
-    ttft = sorted({line.split('le="')[1].split('"')[0] for line in lines if "time_to_first_token_seconds_bucket" in line})
+    ttft = sorted({line.split('le="')[1].split('"')[0] for line in lines
+                   if "time_to_first_token_seconds_bucket" in line})
     assert "160.0" in ttft and "1.0" in ttft and "400.0" not in ttft   # 0.4.2-0.4.3 bounds
     with pytest.raises(ValueError, match="unknown metric-name era"):
         Registry(vllm, {}, "ancient")

@@ -20,7 +20,8 @@ from llmdash.review.render import render_markdown, render_text
 from llmdash.errors import LlmdashError
 from tests.support import paths
 
-ITL_EXPR = 'histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{model_name=~"$model_name"}[$__rate_interval])))'
+ITL_EXPR = ('histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket'
+            '{model_name=~"$model_name"}[$__rate_interval])))')
 ITL_WHERE = 'row "Throughput vs latency" / panel "ITL p99"'
 
 
@@ -64,7 +65,8 @@ def _dashboard():
         "annotations": {"list": [
             {"name": "Preemption (vLLM)", "enable": True, "iconColor": "red",
              "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "target": {"expr": "(rate(vllm:num_preemptions_total[1m]) > 0) * 0 + 1", "interval": "60s", "refId": "Anno"},
+             "target": {"expr": "(rate(vllm:num_preemptions_total[1m]) > 0) * 0 + 1", "interval": "60s",
+                        "refId": "Anno"},
              "titleFormat": "Preemption {{model_name}}"},
         ]},
         "links": [{"title": "Runbook", "url": "https://example.invalid/runbook", "type": "link"}],
@@ -142,7 +144,8 @@ def test_inserting_a_row_above_does_not_move_the_panels_below(old, new):
     new["panels"] += [_row(10, "On-call", 0), _panel(11, "SLO attainment", 0, 1, w=24)]
     changes = diff_dashboard(old, new)
     assert {c.kind for c in changes} == {"panel-added", "expr"}
-    assert {c.where for c in changes if c.kind == "panel-added"} == {'row "On-call"', 'row "On-call" / panel "SLO attainment"'}
+    assert {c.where for c in changes if c.kind == "panel-added"} == {'row "On-call"',
+                                                                      'row "On-call" / panel "SLO attainment"'}
 
 
 def test_panel_moved_to_another_row(old, new):
@@ -173,7 +176,8 @@ def test_panel_title_change_keeps_identity_by_id(old, new):
 
 def test_row_title_change_does_not_report_its_panels(old, new):
     _panel_by_title(new, "Preemption")["title"] = "KV-cache preemption"
-    assert diff_dashboard(old, new) == [Change("title", 'row "KV-cache preemption"', "Preemption", "KV-cache preemption")]
+    assert diff_dashboard(old, new) == [Change("title", 'row "KV-cache preemption"', "Preemption",
+                                               "KV-cache preemption")]
 
 
 def test_description_unit_and_thresholds(old, new):
@@ -243,7 +247,8 @@ def test_annotation_added_and_removed(old, new):
     changes = diff_dashboard(old, new)
     assert ("annotation", 'annotation "Preemption (vLLM)"') in _kinds(changes)
     assert Change("expr", 'annotation "Divergence"', None, "vector(1)") in changes
-    assert Change("annotation", 'annotation "Divergence"', None, '{"name": "Divergence", "target": {"refId": "Anno"}}') in changes
+    assert Change("annotation", 'annotation "Divergence"', None,
+                  '{"name": "Divergence", "target": {"refId": "Anno"}}') in changes
 
 
 def test_link_changed(old, new):
@@ -324,7 +329,8 @@ def test_rule_added_removed_changed():
 
 def test_same_alert_name_per_severity_is_told_apart():
     old = _rules()
-    old["groups"][0]["rules"].append({"alert": "KVCachePreemption", "expr": "x > 1", "labels": {"severity": "critical"}})
+    old["groups"][0]["rules"].append({"alert": "KVCachePreemption", "expr": "x > 1",
+                                      "labels": {"severity": "critical"}})
     new = copy.deepcopy(old)
     new["groups"][0]["rules"][2]["expr"] = "x > 2"
     assert diff_rules(old, new) == [Change("expr", 'alert "KVCachePreemption" [severity=critical]', "x > 1", "x > 2")]
@@ -423,7 +429,8 @@ OWN_CODE = "--build-with-revision-code"  # the stand-in below builds only with i
 
 @pytest.fixture
 def repo(tmp_path):
-    """A stand-in llmdash source repository whose two commits build a vLLM dashboard before and after an ITL query change."""
+    """A stand-in llmdash source repository whose two commits build a vLLM dashboard before and after an
+    ITL query change."""
     root = tmp_path / "repo"
     (root / "code").mkdir(parents=True)
     (root / "code" / "__init__.py").write_text("")
@@ -494,7 +501,8 @@ def test_revision_is_built_only_from_its_own_files(repo, tmp_path):
     from llmdash.cli.review import compare
     _git(repo, "rm", "-q", "code/cli.py")
     _git(repo, "commit", "-q", "-m", "drop the build")
-    with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: ModuleNotFoundError: No module named 'fakellm.cli'$"):
+    with pytest.raises(LlmdashError, match=r"^building revision HEAD failed: "
+                                           r"ModuleNotFoundError: No module named 'fakellm.cli'$"):
         compare("HEAD~1", "HEAD", repo, tmp_path / "work", own_code=True)
 
 
@@ -519,14 +527,16 @@ def test_each_side_uses_its_own_config_unless_one_is_given(repo, tmp_path, monke
     (repo / "llmdash.yaml").write_text("vLLM on-call\n")  # untracked: the working tree's config only
     untracked = CliRunner().invoke(llmdash, ["diff", "HEAD", OWN_CODE])
     assert untracked.exit_code == 1
-    assert untracked.stdout.startswith("llmdash diff: HEAD (config: defaults) -> working tree (config: ./llmdash.yaml)\n")
+    assert untracked.stdout.startswith("llmdash diff: HEAD (config: defaults) "
+                                       "-> working tree (config: ./llmdash.yaml)\n")
     assert "title (old -> new): vLLM: throughput vs latency -> vLLM on-call" in untracked.output
 
     config = tmp_path / "shared.yaml"
     config.write_text("vLLM on-call\n")
     both = CliRunner().invoke(llmdash, ["--config", str(config), "diff", "HEAD", OWN_CODE])
     assert both.exit_code == 0, both.output
-    assert both.stdout.startswith(f"llmdash diff: HEAD (config: --config {config}) -> working tree (config: --config {config})")
+    assert both.stdout.startswith(f"llmdash diff: HEAD (config: --config {config}) "
+                                  f"-> working tree (config: --config {config})")
 
     _git(repo, "add", "llmdash.yaml")
     _git(repo, "commit", "-q", "-m", "commit the config")
@@ -547,7 +557,8 @@ def test_group_config_is_used_by_both_builds(repo, tmp_path, monkeypatch):
     assert same.exit_code == 1 and "title" not in same.output  # only the query differs
     against_committed = CliRunner().invoke(llmdash, ["--config", str(config), "diff", OWN_CODE])
     assert against_committed.exit_code == 1
-    assert "  dashboard\n    title (old -> new): vLLM: throughput vs latency -> vLLM on-call\n" in against_committed.output
+    assert ("  dashboard\n    title (old -> new): vLLM: throughput vs latency -> vLLM on-call\n"
+            in against_committed.output)
 
 
 GENERATED = sorted((paths.GENERATED / "dashboards").glob("*.json"))

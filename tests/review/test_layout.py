@@ -88,5 +88,7 @@ def test_panel_moved_to_another_row_is_highlighted_on_both_sides():
     _panel_by_title(new, "KV cache usage")["gridPos"]["y"] = 18
     _panel_by_title(new, "Queue")["gridPos"]["y"] = 26
     in_old, in_new, _ = changed_panels(old, new)
-    assert in_new == {'row "Preemption" / panel "Waiting"': "changed", 'row "Preemption" / panel "KV cache usage"': "changed"}
-    assert in_old == {'row "Queue" / panel "Waiting"': "changed", 'row "Preemption" / panel "KV cache usage"': "changed"}
+    assert in_new == {'row "Preemption" / panel "Waiting"': "changed",
+                      'row "Preemption" / panel "KV cache usage"': "changed"}
+    assert in_old == {'row "Queue" / panel "Waiting"': "changed",
+                      'row "Preemption" / panel "KV cache usage"': "changed"}

@@ -208,8 +208,9 @@ def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(t
               _series(mtail_of("c"), "0x9 1x10 2x10"), _series(mtail_of("d"), "0x30"),
               _series({"__name__": "sglang:num_retracted_requests_total", "tp_rank": "0", "namespace": "llm",
                        "pod": "b", "instance": "b:30000", "model_name": "m"}, collapse)]
-    expected = [{"labels": f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing", instance="{pod}:3903", '
-                           f'llm_engine="sglang", namespace="llm", {"pod=" + chr(34) + pod + chr(34) + ", " if replica_labels else ""}'
+    expected = [{"labels": f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing", '
+                           f'instance="{pod}:3903", llm_engine="sglang", namespace="llm", '
+                           f'{"pod=" + chr(34) + pod + chr(34) + ", " if replica_labels else ""}'
                            f'severity="critical"}}', "value": 1} for pod in pages]
     checks = [{"expr": f'ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", alertstate="firing"}}', "eval_time": "15m",
                "exp_samples": expected},

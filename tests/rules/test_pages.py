@@ -1,6 +1,7 @@
 """The pages and warnings of issue 19 under `promtool test rules`, on fleets shaped by hand from the engines'
 code (which ranks export what, how counters move) and scraped every 15 s at a phase of their own per
-instance, off the rule evaluation's beat (tests/support/scrapes.py), never from the simulator: data-parallel ranks, pipeline copies,
+instance, off the rule evaluation's beat (tests/support/scrapes.py), never from the simulator: data-parallel ranks,
+pipeline copies,
 stalls where nothing completes, a rolling upgrade between bucket layouts, a chronic low rate, isolated
 bursts at every scrape phase, a straggler and a scrape gap."""
 

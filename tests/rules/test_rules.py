@@ -103,9 +103,11 @@ def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine)
     checks.append({"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing", model_name="long_collapse"}}',
                    "eval_time": end, "exp_samples": [firing(Alert.DIVERGENCE, spec, "long_collapse")]})
     if spec.has("preemptions"):
-        checks.append({"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing", model_name="long_collapse"}}',
+        checks.append({"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing", '
+                               'model_name="long_collapse"}',
                        "eval_time": end,
-                       "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "long_collapse", instance="long_collapse-0")]})
+                       "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "long_collapse",
+                                              instance="long_collapse-0")]})
     # longer prompts without preemption: the divergence shows, but pages only where nothing counts preemptions
     checks.append({"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing", model_name="prompt_growth"}}',
                    "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [firing(Alert.DIVERGENCE, spec, "prompt_growth")]})
@@ -113,7 +115,8 @@ def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine)
         checks.append(never_fired([".*"], severity="critical", model_name="prompt_growth"))
     # the look-alikes: no preemption or divergence alert; no static latency alert but on a heavier load
     for name in QUIET:
-        alerts = [Alert.PREEMPTIONS_HIGH, Alert.DIVERGENCE] + ([Alert.TTFT_HIGH, Alert.ITL_HIGH] if name != "load_ramp" else [])
+        alerts = [Alert.PREEMPTIONS_HIGH, Alert.DIVERGENCE] + ([Alert.TTFT_HIGH, Alert.ITL_HIGH]
+                                                               if name != "load_ramp" else [])
         checks.append(never_fired(alerts, model_name=name))
     run_promtool(promtool, tmp_path, spec, models, checks)
 
@@ -133,7 +136,8 @@ def test_rare_preemptions_over_100_replicas_never_page(promtool, tmp_path, engin
     """0.2 preemptions/s across the model (1 in 1000 requests) paged under a fleet-wide absolute threshold."""
     fleet = [Replica("m1", sc.background, instance=f"m1-{i}") for i in range(100)]
     checks = [never_fired([Alert.PREEMPTIONS_HIGH]),
-              {"expr": f"sum({recorded(engine, Key('preemption_rate', window=P.window))}) > bool 0.1", "eval_time": f"{sc.ONSET}m",
+              {"expr": f"sum({recorded(engine, Key('preemption_rate', window=P.window))}) > bool 0.1",
+               "eval_time": f"{sc.ONSET}m",
                "exp_samples": [{"labels": "{}", "value": 1}]}]  # the fleet sum is above the old 0.1/s threshold
     run_promtool(promtool, tmp_path, SPECS[engine], fleet, checks, roles=("preemptions", "requests"))
 
@@ -160,7 +164,8 @@ def test_two_clusters_serving_one_model_page_separately(promtool, tmp_path, engi
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.collapse, instance="a-0", labels=(("cluster", "eu-1"),)),
              Replica("m1", sc.steady, instance="b-0", labels=(("cluster", "us-1"),))]
-    checks = [{"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 10}m",
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing"}}',
+               "eval_time": f"{sc.ONSET + 10}m",
                "exp_samples": [firing(Alert.DIVERGENCE, spec, "m1", cluster="eu-1")]}]
     run_promtool(promtool, tmp_path, spec, fleet, checks)
 
@@ -191,7 +196,8 @@ def test_paused_gauge_blips_do_not_page(promtool, tmp_path, engine):
 def test_triton_ttft_page_reads_the_share_above_its_5_second_cap(promtool, tmp_path):
     """The first-response histogram tops out at 5000 ms: a p99 there reads exactly 5 s and never passes 5."""
     spec = SPECS["tensorrt-llm-triton"]
-    checks = [{"expr": f'ALERTS{{alertname="{Alert.TTFT_HIGH}", alertstate="firing"}}', "eval_time": f"{sc.ONSET + 15}m",
+    checks = [{"expr": f'ALERTS{{alertname="{Alert.TTFT_HIGH}", alertstate="firing"}}',
+               "eval_time": f"{sc.ONSET + 15}m",
                "exp_samples": [firing(Alert.TTFT_HIGH, spec, "m1")]}]
     run_promtool(promtool, tmp_path, spec, {"m1": sc.capped_collapse}, checks)
 

@@ -45,7 +45,8 @@ def panel_links(dashboard: dict, title: str) -> list[list[dict]]:
 # (panel title or the engine's token-latency title) -> the alert that watches it
 def watched(dashboard: dict, engine: str, rules: dict) -> dict[str, str]:
     alerts = {rule["alert"] for group in rules[engine]["groups"] for rule in group["rules"] if "alert" in rule}
-    expected = {"TTFT p99": Alert.TTFT_HIGH, "ITL p99": Alert.ITL_HIGH, "TPOT p99": Alert.ITL_HIGH, "Latency vs throughput divergence": Alert.DIVERGENCE,
+    expected = {"TTFT p99": Alert.TTFT_HIGH, "ITL p99": Alert.ITL_HIGH, "TPOT p99": Alert.ITL_HIGH,
+                "Latency vs throughput divergence": Alert.DIVERGENCE,
                 "Preemptions/s": Alert.PREEMPTIONS_HIGH, "Paused requests": Alert.PREEMPTIONS_HIGH}
     titles = {panel["title"] for panel in dashboard["panels"]}
     return {title: alert for title, alert in expected.items() if alert in alerts and title in titles}
@@ -85,7 +86,8 @@ def test_dashboards_link_to_every_llmdash_dashboard_and_the_fleet_view():
     ("alerts:\n  runbook_url_template: https://wiki.example.com/runbooks\n", "must contain {alertname}"),
     ("alerts:\n  runbook_url_template: docs/runbooks/{alertname}.md\n", "absolute http(s) URL"),
     ("alerts:\n  runbook_url_template: ftp://host/{alertname}\n", "absolute http(s) URL"),
-    ("rules:\n  runbook_base_url: docs/runbooks\n", "rules.runbook_base_url: no longer supported; use alerts.runbook_url_template"),
+    ("rules:\n  runbook_base_url: docs/runbooks\n",
+     "rules.runbook_base_url: no longer supported; use alerts.runbook_url_template"),
 ])
 def test_bad_runbook_settings_are_one_line_errors(tmp_path, text, message):
     with pytest.raises(LlmdashError) as error:

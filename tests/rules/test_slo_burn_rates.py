@@ -78,7 +78,8 @@ def firing(alert: str, model: str, at: int, fires: bool) -> dict:
     labels = ",".join(f'{k}="{v}"' for k, v in sorted({
         "alertname": alert, "alertstate": "firing", "llm_engine": "vllm", "model_name": model, "slo": "ttft",
         "severity": severity}.items()))
-    return {"expr": expr, "eval_time": f"{at}m", "exp_samples": [{"labels": f"ALERTS{{{labels}}}", "value": 1}] if fires else []}
+    return {"expr": expr, "eval_time": f"{at}m",
+            "exp_samples": [{"labels": f"ALERTS{{{labels}}}", "value": 1}] if fires else []}
 
 
 def never(alert: str, model: str, until: int = MINUTES - 1) -> dict:

@@ -75,7 +75,8 @@ def low_traffic(minute: int) -> Traffic:
 
 
 def thrashing(minute: int) -> Traffic:
-    """One replica preempting 0.09/s (9 % of its requests) from the onset: the fleet sum is small, the replica is not."""
+    """One replica preempting 0.09/s (9 % of its requests) from the onset: the fleet sum is small, the replica
+    is not."""
     return Traffic(preemptions_per_s=0.09, retracted_prompt_per_s=20, paused=2, slow_share=0.05, kv_usage=0.99) \
         if minute >= ONSET else STEADY
 

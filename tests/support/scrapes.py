@@ -84,7 +84,8 @@ def histogram(name: str, labels: dict, minutes: float, bounds: list[str], cumula
     return out
 
 
-def two_speed(per_s: float, fast: float, slow: float, slow_share: Callable[[float], float]) -> Callable[[float, float], float]:
+def two_speed(per_s: float, fast: float, slow: float,
+              slow_share: Callable[[float], float]) -> Callable[[float, float], float]:
     """Observations at `per_s`, a `slow_share(t)` of them at `slow` seconds and the rest at `fast`, integrated
     minute by minute (counts whole observations)."""
     def cumulative(t: float, bound: float) -> float:
