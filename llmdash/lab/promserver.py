@@ -20,6 +20,7 @@ import requests
 import yaml
 
 from llmdash.errors import LlmdashError
+from llmdash.redact import safe_line
 
 INSTALL_HINT = ("install it with `apt-get install prometheus` (Debian/Ubuntu; it brings promtool), "
                 "or put the prometheus and promtool binaries on PATH")
@@ -84,12 +85,70 @@ class QueryAPI:
                                          "step": f"{step:g}"})["result"]
 
 
-class PrometheusServer(QueryAPI):
+class LocalServer(QueryAPI):
+    """A server of ours on 127.0.0.1 with a temporary directory: started, waited for, stopped by PID, removed.
+    Subclasses set `dir`, `session`, `port` and `proc`, and name their log file and readiness path."""
+
+    log_name: str
+    ready_path: str
+    dir: Path
+    port: int
+    proc: subprocess.Popen | None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _launch(self, argv: list[str], timeout_s: float) -> None:
+        """Start `argv` logging to `log_name`, and wait until `ready_path` answers 200 (or fail in one line)."""
+        self.log = open(self.dir / self.log_name, "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                code, tail = self.proc.returncode, self._log_tail()
+                self.stop()
+                raise LlmdashError(f"{self.name} exited with code {code}: {tail}")
+            try:
+                if self.session.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        tail = self._log_tail()
+        self.stop()
+        raise LlmdashError(f"{self.name} on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.dir / self.log_name).read_text().strip().splitlines()
+        except OSError:
+            return "no log"
+        return safe_line(lines[-1]) if lines else "no log"
+
+    def stop(self) -> None:
+        stop_process(self.proc, 15)
+        if getattr(self, "log", None):
+            self.log.close()
+        self.session.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class PrometheusServer(LocalServer):
     """One local Prometheus. Backfill before `start()`; use as a context manager.
 
     `rule_files` and `evaluation_interval` are passed into its configuration so alert and
     recording rules can be evaluated against backfilled data.
     """
+
+    log_name = "prometheus.log"
+    ready_path = "/-/ready"
 
     def __init__(self, rule_files: tuple[str | Path, ...] = (), evaluation_interval: str = "15s",
                  scrape_interval: str = "15s", scrape_configs: list[dict] | None = None):
@@ -107,10 +166,6 @@ class PrometheusServer(QueryAPI):
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def backfill(self, openmetrics_file: str | Path) -> None:
         """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks."""
         if self.proc is not None:
@@ -126,26 +181,10 @@ class PrometheusServer(QueryAPI):
         config_path = self.dir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         self.port = free_port()
-        self.log = open(self.dir / "prometheus.log", "w")
-        self.proc = subprocess.Popen(
-            [self.prometheus, f"--config.file={config_path}", f"--storage.tsdb.path={self.data}",
-             f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--web.enable-lifecycle"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.stop()
-                raise LlmdashError(f"prometheus exited with code {self.proc.returncode}: {self._log_tail()}")
-            try:
-                if self.session.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        tail = self._log_tail()
-        self.stop()
-        raise LlmdashError(f"prometheus on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
+        self._launch([self.prometheus, f"--config.file={config_path}", f"--storage.tsdb.path={self.data}",
+                      f"--storage.tsdb.retention.time={RETENTION}", f"--web.listen-address=127.0.0.1:{self.port}",
+                      "--web.enable-lifecycle"], timeout_s)
+        return self
 
     def restart(self) -> None:
         """Stop and start again on the same data, so blocks written meanwhile (a backfill) are loaded."""
@@ -154,29 +193,9 @@ class PrometheusServer(QueryAPI):
         self.proc = None
         self.start()
 
-    def _log_tail(self) -> str:
-        try:
-            lines = (self.dir / "prometheus.log").read_text().strip().splitlines()
-        except OSError:
-            return "no log"
-        return lines[-1] if lines else "no log"
-
     def rules(self) -> list[dict]:
         """Loaded rule groups with their current alert states (GET /api/v1/rules)."""
         return self.session.get(f"{self.url}/api/v1/rules", timeout=30).json()["data"]["groups"]
-
-    def stop(self) -> None:
-        stop_process(self.proc, 15)
-        if getattr(self, "log", None):
-            self.log.close()
-        self.session.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> "PrometheusServer":
-        return self if self.proc is not None else self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 # ---- scenario data ----------------------------------------------------------------------------

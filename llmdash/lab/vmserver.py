@@ -11,17 +11,15 @@ serves the same query API, and runs `vmalert` (check a rule file, or replay rule
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import requests
 
 from llmdash.errors import LlmdashError
-from llmdash.lab.promserver import QueryAPI, find_binary, free_port, stop_process
+from llmdash.lab.promserver import LocalServer, QueryAPI, find_binary, free_port
 from llmdash.redact import safe_line
 
 INSTALL_HINT = ("install it with `apt-get install victoria-metrics` (Debian/Ubuntu; it brings vmalert), "
@@ -34,7 +32,7 @@ def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class VictoriaMetricsServer(QueryAPI):
+class VictoriaMetricsServer(LocalServer):
     """One local single-node VictoriaMetrics; use as a context manager.
 
     `latency_offset` is `-search.latencyOffset`, how long after ingestion a sample becomes visible to
@@ -42,6 +40,8 @@ class VictoriaMetricsServer(QueryAPI):
     replayed into it write series that an earlier cached query saw as absent."""
 
     name = "victoria-metrics"
+    log_name = "victoria-metrics.log"
+    ready_path = "/health"
 
     def __init__(self, latency_offset: str = "30s"):
         self.binary = find_binary("victoria-metrics", INSTALL_HINT)
@@ -51,40 +51,12 @@ class VictoriaMetricsServer(QueryAPI):
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def start(self, timeout_s: float = 60.0) -> "VictoriaMetricsServer":
         self.port = free_port()
-        self.log = open(self.dir / "victoria-metrics.log", "w")
-        self.proc = subprocess.Popen(
-            [self.binary, f"-storageDataPath={self.dir / 'data'}", f"-httpListenAddr=127.0.0.1:{self.port}",
-             "-retentionPeriod=100y", f"-search.latencyOffset={self.latency_offset}", "-search.disableCache",
-             "-loggerLevel=ERROR"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                tail = self._log_tail()
-                self.stop()
-                raise LlmdashError(f"victoria-metrics exited with code {self.proc.returncode}: {tail}")
-            try:
-                if self.session.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return self
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
-        tail = self._log_tail()
-        self.stop()
-        raise LlmdashError(f"victoria-metrics on 127.0.0.1:{self.port} not ready after {timeout_s:g}s: {tail}")
-
-    def _log_tail(self) -> str:
-        try:
-            lines = (self.dir / "victoria-metrics.log").read_text().strip().splitlines()
-        except OSError:
-            return "no log"
-        return safe_line(lines[-1]) if lines else "no log"
+        self._launch([self.binary, f"-storageDataPath={self.dir / 'data'}", f"-httpListenAddr=127.0.0.1:{self.port}",
+                      "-retentionPeriod=100y", f"-search.latencyOffset={self.latency_offset}", "-search.disableCache",
+                      "-loggerLevel=ERROR"], timeout_s)
+        return self
 
     def backfill(self, openmetrics_file: str | Path) -> None:
         """Import an OpenMetrics file (timestamps in seconds) through /api/v1/import/prometheus, which takes
@@ -113,19 +85,6 @@ class VictoriaMetricsServer(QueryAPI):
     def flush(self) -> None:
         """Make everything ingested so far searchable (/internal/force_flush)."""
         self.session.get(f"{self.url}/internal/force_flush", timeout=60)
-
-    def stop(self) -> None:
-        stop_process(self.proc, 15)
-        if getattr(self, "log", None):
-            self.log.close()
-        self.session.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> "VictoriaMetricsServer":
-        return self if self.proc is not None else self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def vmalert_check(rule_file: str | Path) -> str | None:
