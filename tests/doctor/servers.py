@@ -105,49 +105,6 @@ class Routes:
         self._server.server_close()
 
 
-class RawServer:
-    """A TCP server on 127.0.0.1 running `serve(conn, stop)` for each connection: for answers no
-    well-behaved HTTP server library would send."""
-
-    def __init__(self, serve):
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._serve = serve
-        self._stop = threading.Event()
-        self._acceptor = threading.Thread(target=self._accept, daemon=True)
-        self._acceptor.start()
-
-    @property
-    def port(self) -> int:
-        return self._listener.getsockname()[1]
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)                    # the request; its content does not matter here
-            try:
-                self._serve(conn, self._stop)
-            except OSError:                     # the client gave up: what the test wants
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        """Stop accepting before the descriptor is freed: a thread still in accept() on a reused
-        descriptor number would steal the next test's connections."""
-        self._stop.set()
-        self._listener.shutdown(socket.SHUT_RDWR)
-        self._acceptor.join()
-        self._listener.close()
-
-
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

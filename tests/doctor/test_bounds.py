@@ -11,7 +11,8 @@ import time
 import pytest
 
 from llmdash.doctor.inventory import MAX_METRICS_BYTES, MAX_PROMETHEUS_BYTES
-from tests.doctor.servers import PEAK_MB, RawServer, Routes, assert_one_line, measured, page
+from tests.doctor.servers import PEAK_MB, Routes, assert_one_line, measured, page
+from tests.support.fake_grafana import RawServer
 
 DEFAULT_DEADLINE_S = 60
 

@@ -617,8 +617,18 @@ class RawServer:
         self._acceptor.start()
 
     @property
+    def port(self) -> int:
+        return self._listener.getsockname()[1]
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "RawServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _accept(self) -> None:
         while not self._stop.is_set():
