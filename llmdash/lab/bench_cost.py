@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
@@ -31,6 +29,7 @@ from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
+from llmdash.lab import replay
 from llmdash.lab.promserver import PrometheusServer
 
 SCRAPE_S = 15
@@ -146,25 +145,6 @@ def write_fleet(path: Path, spec: EngineSpec, instances: int, hours: float, end:
     return samples
 
 
-def rule_levels(rule_model: dict) -> list[dict]:
-    """Recording rules split into dependency levels: a rule reads only series of earlier levels."""
-    recorded = {r["record"] for g in rule_model["groups"] for r in g["rules"] if "record" in r}
-    level: dict[str, int] = {}
-    rules = [(g, r) for g in rule_model["groups"] for r in g["rules"] if "record" in r]
-    for _ in range(len(rules) + 1):
-        for _, rule in rules:
-            deps = [d for d in recorded if d != rule["record"] and re.search(rf"(?<![\w:]){re.escape(d)}(?![\w:])",
-                                                                             rule["expr"])]
-            level[rule["record"]] = 1 + max((level.get(d, 0) for d in deps), default=0)
-    out = []
-    for n in sorted(set(level.values())):
-        groups = [{"name": g["name"], "interval": g.get("interval", "1m"),
-                   "rules": [r for r in g["rules"] if "record" in r and level[r["record"]] == n]}
-                  for g in rule_model["groups"]]
-        out.append({"groups": [g for g in groups if g["rules"]]})
-    return out
-
-
 @dataclass(frozen=True)
 class Cost:
     title: str
@@ -190,22 +170,6 @@ def measure(server: PrometheusServer, queries: list[Query], start: float, end: f
     return costs
 
 
-def backfill_rules(server: PrometheusServer, rule_model: dict, start: float, end: float, workdir: Path) -> None:
-    """Recorded series for [start, end] into the running `server`'s data, one dependency level at a time:
-    a level reads the recorded blocks of the previous ones, so the server restarts after each."""
-    for n, level in enumerate(rule_levels(rule_model)):
-        path = workdir / f"level{n}.rules.yaml"
-        path.write_text(yaml.safe_dump(level, sort_keys=False))
-        result = subprocess.run([server.promtool, "tsdb", "create-blocks-from", "rules", f"--start={int(start)}",
-                                 f"--end={int(end)}", f"--url={server.url}", f"--output-dir={server.data}",
-                                 "--eval-interval=60s", "--quiet", str(path)],
-                                capture_output=True, text=True, cwd=workdir)
-        if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise LlmdashError(f"promtool could not backfill level {n} of the recording rules: {tail[0]}")
-        _restart(server)  # the next level, and every query after, read the blocks just written
-
-
 @dataclass(frozen=True)
 class Fleet:
     """One measured fleet size: replicas per model, the range a dashboard load covers, hours of data."""
@@ -228,16 +192,6 @@ def recorded_config(config: Config) -> Config | None:
     if "use_recording_rules" not in {f.name for f in fields(config.dashboard)}:
         return None
     return replace(config, dashboard=replace(config.dashboard, use_recording_rules=True))
-
-
-def _restart(server: PrometheusServer) -> None:
-    """Stop the server process (keeping its data) and start it again, so it opens newly written blocks."""
-    if server.proc is not None:
-        server.proc.terminate()
-        server.proc.wait()
-        server.proc = None
-        server.log.close()
-    server.start()
 
 
 def rules_cost_per_minute(server: PrometheusServer, rule_model: dict, at: float) -> int:
@@ -293,8 +247,7 @@ def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
             server.start()
             if any(r.get("record") for g in rules["groups"] for r in g["rules"]):
                 began = time.monotonic()
-                backfill_rules(server, rules, end - fleet.data_hours * 3600, end, server.dir)
-                _restart(server)
+                replay.prometheus_record(server, [rules], end - fleet.data_hours * 3600, end)
                 progress(f"recorded series backfilled in {time.monotonic() - began:.0f} s")
             start = end - fleet.range_s
             scale = (1000 / fleet.instances) * (DEFAULT_RANGE_S / fleet.range_s)

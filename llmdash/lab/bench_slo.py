@@ -20,7 +20,8 @@ import time
 from llmdash.config import Config, Objective, Slo
 from llmdash.durations import seconds
 from llmdash.engines.catalog import load_engine
-from llmdash.lab.bench_cost import _restart, backfill_rules, write_fleet
+from llmdash.lab import replay
+from llmdash.lab.bench_cost import write_fleet
 from llmdash.lab.promserver import PrometheusServer
 from llmdash.rules.generate import build_rules
 
@@ -69,8 +70,7 @@ def main() -> None:
             server.backfill(path)
             path.unlink()
             server.start()
-            backfill_rules(server, records, end - HOURS * 3600, end, server.dir)
-            _restart(server)
+            replay.prometheus_record(server, [records], end - HOURS * 3600, end)
             costs = measure(server, slo_rules, end)
             raw = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" in r["expr"])
             derived = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" not in r["expr"])

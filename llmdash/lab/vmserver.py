@@ -29,7 +29,8 @@ IMPORT_CHUNK = 4 << 20          # bytes per import request: well under -import.m
 
 
 def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 to the millisecond (Go's time.RFC3339 parser takes the fraction): a replay starts at a phase."""
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class VictoriaMetricsServer(LocalServer):

@@ -14,7 +14,7 @@ import pytest
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config, DashboardSettings
 from llmdash.engines.catalog import load_engine
-from llmdash.lab.bench_cost import backfill_rules
+from llmdash.lab import replay
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.promserver import PrometheusServer
 from llmdash.vocabulary import Annotations
@@ -104,7 +104,7 @@ def fleet(tmp_path_factory):
         data.write_text(_openmetrics(start))
         server.backfill(data)
         server.start()
-        backfill_rules(server, build_rule_files(Config(engines=("vllm",)))["vllm"], start, end, work)
+        replay.prometheus_record(server, [build_rule_files(Config(engines=("vllm",)))["vllm"]], start, end)
         yield server, start, end
     finally:
         server.stop()

@@ -51,7 +51,7 @@ def test_no_burn_rate_alert_without_a_collapse(outcomes, engine, scenario):
 @pytest.fixture(scope="module")
 def recorded_prometheus(tmp_path_factory):
     """A Prometheus holding the kv-collapse scenario and, backfilled, vLLM's recording rules over it."""
-    from llmdash.lab.bench_cost import backfill_rules
+    from llmdash.lab import replay
     from llmdash.lab.promserver import PrometheusServer, load_scenarios
 
     server = PrometheusServer()
@@ -61,7 +61,7 @@ def recorded_prometheus(tmp_path_factory):
         w = windows["kv-collapse"]
         records = build_rules(load_engine("vllm"), CONFIG)
         records = {"groups": [{**g, "rules": [r for r in g["rules"] if "record" in r]} for g in records["groups"]]}
-        backfill_rules(server, records, w.start, w.end, tmp_path_factory.mktemp("levels"))
+        replay.prometheus_record(server, [records], w.start, w.end)
     except BaseException:
         server.stop()
         raise

@@ -67,10 +67,10 @@ def backends(tmp_path_factory):
         prom.start()
         models = [build_rules(load_engine(e), vmalert_config()) for e in RULE_ENGINES]
         for w in windows.values():
-            replay.prometheus_record(prom, models, w.start, w.end)
-            replay.vmalert_record(vm, models, w.start, w.end)
-            replay.vmalert_alerts(vm, vm, models, w.start, w.end, {"llmdash_backend": "victoriametrics"})
-            replay.vmalert_alerts(prom, vm, models, w.start, w.end, {"llmdash_backend": "prometheus"})
+            phases = replay.prometheus_record(prom, models, w.start, w.end)
+            replay.vmalert_record(vm, models, w.start, w.end, phases)
+            replay.vmalert_alerts(vm, vm, models, w.start, w.end, {"llmdash_backend": "victoriametrics"}, phases)
+            replay.vmalert_alerts(prom, vm, models, w.start, w.end, {"llmdash_backend": "prometheus"}, phases)
         yield prom, vm, windows
     finally:
         prom.stop()

@@ -30,16 +30,6 @@ def test_queries_cover_nested_panels_and_annotations():
                                                    Q("annotation: Preemption", "c", min_step_s=60)]  # grid order
 
 
-def test_rule_levels_put_rules_after_the_series_they_read():
-    model = {"groups": [{"name": "g", "interval": "1m", "rules": [
-        {"record": "m:x:ratio", "expr": "m:x:rate5m / m:y:rate5m"},
-        {"record": "m:x:rate5m", "expr": "sum(rate(x[5m]))"},
-        {"record": "m:y:rate5m", "expr": "sum(rate(y[5m]))"},
-        {"alert": "A", "expr": "m:x:ratio > 2"}]}]}
-    levels = [[r["record"] for g in level["groups"] for r in g["rules"]] for level in bench_cost.rule_levels(model)]
-    assert levels == [["m:x:rate5m", "m:y:rate5m"], ["m:x:ratio"]]
-
-
 @pytest.mark.e2e
 def test_one_load_is_measured_on_a_real_prometheus(tmp_path):
     """A tiny fleet: samples are read from Prometheus' stats, grow with the fleet, and the reference
