@@ -20,7 +20,7 @@ from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
 from llmdash.rules.generate import alert_labels, alert_names, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
-                                ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, RATE_INTERVAL, TAG, Alert, Annotations,
+                                ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, TAG, Alert, Annotations,
                                 Role, dashboard_uid)
 
 ttft_tile = library.latency_tile(Role.TTFT)
@@ -68,7 +68,7 @@ def signals_for(spec: EngineSpec, config, scope: tuple[Matcher, ...], window: st
 
 def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
-    panel_signals = signals_for(spec, config, scope, RATE_INTERVAL)
+    panel_signals = signals_for(spec, config, scope, config.divergence.window)
     panels = []
     alerts = set(alert_names(spec, config))
     for title, _question, builders in ROWS:

@@ -28,10 +28,12 @@ STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none",
 RANGE_FUNCTIONS = {"rate", "increase", "irate"}
 PRESENCE_AGGREGATIONS = {"group", "count"}
 # A query's variables are checked with the values Grafana sends for a 1 h range on a 15 s scrape (step =
-# the scrape interval, so $__rate_interval = 1m), every template variable = All.
+# the scrape interval), every template variable = All.
 SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S = 15, 3600, 15
-# (type, title) of panels allowed to use fixed windows: a trailing baseline is a window by definition,
-# and the paused-requests tile reads the alert's window (a latest-iteration gauge needs many scrapes).
+# Every panel rates over one window (the recorded window), so no two panels, and no raw and recorded
+# dashboard, disagree because of their windows. (type, key) of the panels allowed another window: a trailing
+# baseline is a window by definition, and the paused-requests tile reads the alert's window (a
+# latest-iteration gauge needs many scrapes).
 FIXED_WINDOW_PANELS = {("timeseries", Panel.DIVERGENCE), ("stat", Panel.PAUSED)}
 PANEL_KEYS = {title: key for key, title in PANEL_TITLES.items()}   # a panel's stable key, from its title
 
@@ -156,6 +158,7 @@ def lint(d: dict) -> list[str]:
     for name, variable in variables.items():
         if variable.get("type") == "query" and variable.get("refresh") != 2:
             problems.append(f"template-on-time-change-reload-rule: variable {name!r} does not refresh on time change")
+    windows: dict[str, list[str]] = {}     # range window -> the panels rating over it
     for panel in (placed.panel for placed in walk_panels(d)):
         kind = panel.get("type")
         where = f"panel {panel.get('title')!r}"
@@ -170,12 +173,14 @@ def lint(d: dict) -> list[str]:
             problems.append(f"panel-units-rule: {where} has no valid unit ({unit!r})")
         if not panel.get("targets"):
             problems.append(f"panel-no-targets-rule: {where} has no targets")
-        for target in panel.get("targets", []):
-            windows = set(re.findall(r"\[([^\]]+)\]", target.get("expr", "")))
-            if ((panel.get("type"), PANEL_KEYS.get(panel.get("title"))) not in FIXED_WINDOW_PANELS
-                    and windows - {"$__rate_interval"}):
-                problems.append(f"target-rate-interval-rule: {where} uses {sorted(windows)} instead of "
-                                "$__rate_interval")
+        if (panel.get("type"), PANEL_KEYS.get(panel.get("title"))) not in FIXED_WINDOW_PANELS:
+            for target in panel.get("targets", []):
+                for window in re.findall(r"\[([^\]]+)\]", target.get("expr", "")):
+                    windows.setdefault(window, []).append(where)
+    if len(windows) > 1:
+        usual = max(windows, key=lambda w: len(windows[w]))
+        problems += [f"target-one-window-rule: {where} rates over [{window}], the other panels over [{usual}]"
+                     for window, places in sorted(windows.items()) if window != usual for where in places[:3]]
     return problems
 
 

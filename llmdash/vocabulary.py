@@ -116,7 +116,6 @@ RESERVED_ENGINE_IDS = frozenset({FLEET})
 TAG = "llmdash"
 DOMAIN_TAG = "llm-serving"
 FLEET_TAG = f"{UID_PREFIX}{FLEET}"
-RATE_INTERVAL = "$__rate_interval"
 DATASOURCE_VARIABLE = "datasource"
 
 

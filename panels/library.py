@@ -361,7 +361,7 @@ def top_instances_by_preemption(sig: Signals, config):
     title, unit = ("Preemptions per finished request", "percentunit") if counter else ("Paused requests (max)", "short")
     return builders.Table(
         PANEL_TITLES[Panel.TOP_INSTANCES_BY_PREEMPTION], describe(
-            sig, f"The ten instances with the most preemption right now: {title.lower()} over the rate interval, "
+            sig, f"The ten instances with the most preemption right now: {title.lower()} over the last {sig.window}, "
             "per instance, read from the raw series of the selected instances.",
             "Preemption is a per-replica failure: one replica with a full KV cache thrashes while the model's "
             "totals look normal. Click an instance to narrow the dashboard to it.", "preemptions", "requests"),

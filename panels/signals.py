@@ -2,7 +2,7 @@
 
 A `Signals` object binds an engine spec to a scope (label matchers: config selectors, plus
 dashboard variables when the query goes into a dashboard) and a rate window
-(`$__rate_interval` in panels, fixed windows in annotations and rules). Panels, annotations,
+(the recorded window, `divergence.window`, in panels; fixed windows in annotations and rules). Panels, annotations,
 recording rules and the demo all ask it for the same expressions, so a signal is computed
 one way everywhere. `RecordedSignals` answers the same questions from the series the
 recording rules write (`llmdash.panels.recorded` names them), for alerts and for dashboards

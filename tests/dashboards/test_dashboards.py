@@ -121,6 +121,18 @@ def test_validator_rejects_the_mistakes_existing_dashboards_ship(default_build):
     assert any("datasource is not" in p for p in problems)
 
 
+def test_every_panel_rates_over_one_window_and_a_panel_that_does_not_is_refused(default_build):
+    """One window for every panel (the recorded one), so two panels never disagree because of their windows."""
+    windows = {w for _, expr in expressions(default_build["vllm"]) for w in re.findall(r"\[([^\]:]+)\]", expr)}
+    assert "5m" in windows and "$__rate_interval" not in json.dumps(default_build["vllm"])
+    bad = json.loads(json.dumps(default_build["vllm"]))
+    tile = next(p for p in bad["panels"] if p.get("title") == "Output tok/s")
+    tile["targets"][0]["expr"] = tile["targets"][0]["expr"].replace("[5m]", "[$__rate_interval]")
+    problems = validate_dashboard(bad, SPECS["vllm"])
+    assert problems == ["target-one-window-rule: panel 'Output tok/s' rates over [$__rate_interval], "
+                        "the other panels over [5m]"]
+
+
 def test_all_expressions_obey_the_promql_rules(default_build):
     for engine, spec in SPECS.items():
         for where, expr in expressions(default_build[engine]):

@@ -24,7 +24,7 @@ from llmdash.lab.promserver import PrometheusServer, plan_windows
 from llmdash.lab.scenarios import build, write_openmetrics
 from llmdash.lab.vmserver import VictoriaMetricsServer, vmalert_check
 from llmdash.rules.generate import build_rules
-from llmdash.vocabulary import Alert
+from llmdash.vocabulary import ALERTS_SERIES, Alert
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +33,7 @@ PANEL_TOLERANCE = 0.10
 RECORDED_TOLERANCE = 0.05
 WARM_UP_S = 3600 + 15 * 60 + 5 * 60   # the divergence baseline: its trailing hour, its offset, one 5m rate
 STEP_S = 60.0
+SHIFT_S = 15.0                # one scrape interval
 
 
 def _simulate(job: tuple[str, float, str, tuple[str, ...]]) -> str:
@@ -77,74 +78,137 @@ def backends(tmp_path_factory):
         vm.stop()
 
 
-def _points(series) -> dict[tuple, dict[float, float]]:
-    return {tuple(sorted(s.labels.items())): dict(s.points) for s in series}
+def _points(series, shift: float = 0.0) -> dict[tuple, dict[float, float]]:
+    """Label set -> {time: value}, times moved back by `shift` (the query was evaluated `shift` later)."""
+    return {tuple(sorted(s.labels.items())): {t - shift: v for t, v in s.points} for s in series}
 
 
-def disagreements(a: dict, b: dict, tolerance: float, after: float) -> list[str]:
-    """Where two backends' series differ by more than `tolerance` of the larger value (with a floor of 1% of
-    the series' largest value, so a share of 0.0001 against 0 is not a 100% difference), from `after` on,
-    at times both have a value; a series only one backend returns is a difference too."""
-    out = []
+def compare(a: dict, b: dict, tolerance: float, after: float, a_shifted: tuple[dict, ...] = ()) -> dict:
+    """Label set -> [(time, a's value, b's value, within `tolerance`)] from `after` on, at times both have a
+    finite value; None for a series only one backend returns. Within: no further apart than `tolerance` of
+    the larger value, with a floor of 1% of the series' largest value (a share of 0.0001 against 0 is not a
+    100% difference). `a_shifted`: `a` evaluated one scrape interval earlier and later, keyed by the same
+    times; `b` is within if it is within of any of them: MetricsQL's rate counts the sample just before the
+    window where Prometheus extrapolates over that gap, so the two windows start up to one scrape apart."""
+    out: dict = {}
     for key in sorted(set(a) | set(b)):
         if key not in a or key not in b:
-            out.append(f"{dict(key)} only on {'prometheus' if key in a else 'victoriametrics'}")
+            out[key] = None
             continue
         common = [t for t in a[key] if t in b[key] and t >= after
                   and all(math.isfinite(x) for x in (a[key][t], b[key][t]))]
         scale = max((abs(v) for t in common for v in (a[key][t], b[key][t])), default=0.0)
-        for t in common:
-            x, y = a[key][t], b[key][t]
-            if abs(x - y) > max(tolerance * max(abs(x), abs(y)), 0.01 * scale, 1e-9):
-                out.append(f"{dict(key)} at +{(t - after) / 60:.0f} min: {x:.4g} vs {y:.4g}")
-                break
+        out[key] = [(t, a[key][t], b[key][t], any(
+            abs(x - b[key][t]) <= max(tolerance * max(abs(x), abs(b[key][t])), 0.01 * scale, 1e-9)
+            for x in [a[key][t]] + [s[key][t] for s in a_shifted if t in s.get(key, {})])) for t in common]
     return out
 
 
-# Measured, not yet fixed (issue 21, "short-window panels disagree"): with phased scrapes, the panels over
-# $__rate_interval (TTFT/TPOT p99 and p50, the TTFT-under-SLO share, sparse preemption counters) and even
-# Output tokens/s over $__rate_interval differ by 10-70% between the backends. Strict: the first dashboard
-# that agrees turns this into a failure, so the mark comes off with the window change that fixes it.
-PANELS_DISAGREE = pytest.mark.xfail(strict=True, reason="$__rate_interval panels differ >10% across backends")
+def disagreements(compared: dict, after: float, share: float = 1.0) -> list[str]:
+    """The series within tolerance at fewer than `share` of their compared minutes (1.0: at every one), with
+    their first minute out; and the series only one backend returns."""
+    out = []
+    for key, points in compared.items():
+        if points is None:
+            out.append(f"{dict(key)} on one backend only")
+            continue
+        bad = [p for p in points if not p[3]]
+        if points and len(bad) > (1 - share) * len(points) + 1e-9:
+            t, x, y, _ = bad[0]
+            out.append(f"{dict(key)}: {len(bad)}/{len(points)} minutes out, first at +{(t - after) / 60:.0f} min: "
+                       f"{x:.4g} vs {y:.4g}")
+    return out
 
 
-@PANELS_DISAGREE
-@pytest.mark.parametrize("name", sorted(simulated_engines(load_all())) + ["fleet"])
-def test_every_panel_and_annotation_agrees_on_both_backends(backends, default_build, name):
+def _reads_alerts(expr: str) -> bool:
+    return ALERTS_SERIES in expr   # both replays write ALERTS into VictoriaMetrics only: the alert test compares them
+
+
+def panel_comparison(backends, dashboard: dict) -> tuple[dict, list[str]]:
+    """("row / title [ref] expr" -> compare() of that target; annotation problems) on the kv-collapse."""
     prom, vm, windows = backends
     w = windows["kv-collapse"]
-    results = [evaluate_dashboard(default_build[name], server, w.start, w.end, STEP_S) for server in (prom, vm)]
+    b = evaluate_dashboard(dashboard, vm, w.start, w.end, STEP_S)
+    a, *shifted = (evaluate_dashboard(dashboard, prom, w.start + d, w.end + d, STEP_S) for d in (0, -SHIFT_S, SHIFT_S))
+    assert any(t.has_data for p in a.panels for t in p.targets)
+    targets = {}
+    for i, (pa, pb) in enumerate(zip(a.panels, b.panels)):
+        for j, (ta, tb) in enumerate(zip(pa.targets, pb.targets)):
+            if not _reads_alerts(ta.expr):
+                near = tuple(_points(s.panels[i].targets[j].series, d) for s, d in zip(shifted, (-SHIFT_S, SHIFT_S)))
+                targets[f"{pa.row} / {pa.title} [{ta.ref_id}] {ta.expr[:100]}"] = compare(
+                    _points(ta.series), _points(tb.series), PANEL_TOLERANCE, w.start + WARM_UP_S, near)
     problems = []
-    for pa, pb in zip(results[0].panels, results[1].panels):
-        for ta, tb in zip(pa.targets, pb.targets):
-            found = disagreements(_points(ta.series), _points(tb.series), PANEL_TOLERANCE, w.start + WARM_UP_S)
-            problems += [f"{pa.row} / {pa.title} [{ta.ref_id}] {ta.expr[:120]}: {p}" for p in found[:2]]
-    for ann in results[0].annotations:
-        if "ALERTS" in next(a["target"]["expr"] for a in default_build[name]["annotations"]["list"]
-                            if a.get("name") == ann):
-            continue    # both replays write ALERTS into VictoriaMetrics only: compared by the alert test
-        spans = [sorted((round(r.start), round(r.end)) for r in res.annotations[ann]) for res in results]
+    for ann in a.annotations:
+        if _reads_alerts(next(x["target"]["expr"] for x in dashboard["annotations"]["list"] if x.get("name") == ann)):
+            continue
+        spans = [sorted((round(r.start), round(r.end)) for r in res.annotations[ann]) for res in (a, b)]
         starts = [min((s for s, _ in x), default=None) for x in spans]
         if (starts[0] is None) != (starts[1] is None) or (starts[0] and abs(starts[0] - starts[1]) > STEP_S):
             problems.append(f"annotation {ann}: first region at {starts[0]} vs {starts[1]}")
-    assert any(t.has_data for p in results[0].panels for t in p.targets)
+    return targets, problems
+
+
+DASHBOARDS = sorted(simulated_engines(load_all())) + ["fleet"]
+
+
+@pytest.mark.parametrize("name", DASHBOARDS)
+def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backends, default_build, name):
+    """Every panel target within 10% on both backends at 85% of the collapse's minutes after warm-up or more
+    (measured: 88% for the worst, the TTFT median line), and every annotation's first region in the same
+    minute. With the panels over `$__rate_interval` vLLM's TTFT p99 tile read 209 s on one backend and
+    0.25 s on the other, and 11 of 11 dashboards failed this."""
+    targets, problems = panel_comparison(backends, default_build[name])
+    w = backends[2]["kv-collapse"]
+    problems += [f"{t}: {p}" for t, c in targets.items() for p in disagreements(c, w.start + WARM_UP_S, 0.85)[:1]]
     assert not problems, "\n".join(problems[:20])
 
 
-@pytest.mark.xfail(strict=True, reason="measured: 5m rates ~5% apart (Prometheus extrapolates, MetricsQL "
-                   "reads the sample before the window); the 1h-median baseline up to 4x apart after warm-up")
-def test_recorded_series_agree_on_both_backends(backends):
+@pytest.mark.xfail(strict=True, reason="measured (issue 21): at the collapse's steepest minutes the TTFT median "
+                   "line differs by up to a third (1.28 s vs 1.93 s as TTFT leaves one mode) and a few panels by 10-25%; "
+                   "one scrape of window is worth that much there")
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
+def test_every_panel_agrees_on_both_backends_at_every_minute(backends, default_build, name):
+    targets, _ = panel_comparison(backends, default_build[name])
+    w = backends[2]["kv-collapse"]
+    problems = [f"{t}: {p}" for t, c in targets.items() for p in disagreements(c, w.start + WARM_UP_S)[:1]]
+    assert not problems, "\n".join(problems[:20])
+
+
+def recorded_comparison(backends) -> dict:
+    """"window record" -> compare() of that recorded series on both backends, for every recording rule."""
     prom, vm, windows = backends
-    problems, compared = [], 0
+    out = {}
     for model in (build_rules(load_engine(e), vmalert_config()) for e in RULE_ENGINES):
         for rule in (r for g in model["groups"] for r in g["rules"] if "record" in r):
             for w in windows.values():
                 query = f'{rule["record"]}{{llm_engine="{rule["labels"]["llm_engine"]}"}}'
                 a, b = (_points_raw(s.query_range(query, w.start, w.end, STEP_S)) for s in (prom, vm))
-                compared += bool(a)
-                problems += [f"{w.name} {rule['record']}: {p}"
-                             for p in disagreements(a, b, RECORDED_TOLERANCE, w.start + WARM_UP_S)[:2]]
-    assert compared > 20
+                if a or b:
+                    out[f"{w.name} {rule['labels']['llm_engine']} {rule['record']}"] = compare(
+                        a, b, RECORDED_TOLERANCE, w.start + WARM_UP_S)
+    return out
+
+
+def test_recorded_series_agree_on_both_backends_nearly_always(backends):
+    """Every recorded series within 5% on both backends at 70% of the minutes after warm-up or more (measured:
+    73-77% for the worst over runs: the page's 2m shares and transient buckets), on the same evaluation instants: vmalert replays at
+    Prometheus's phase. (Before the replays shared a phase, a recorded gauge differed by 40% at the same
+    minute: one backend had evaluated 37 s earlier.)"""
+    compared = recorded_comparison(backends)
+    assert len(compared) > 20
+    after = backends[2]["kv-collapse"].start + WARM_UP_S
+    problems = [f"{name}: {p}" for name, c in compared.items() for p in disagreements(c, after, 0.70)[:1]]
+    assert not problems, "\n".join(problems[:20])
+
+
+@pytest.mark.xfail(strict=True, reason="measured (issue 21): in the collapse's transients a recorded 5m bucket "
+                   "rate differs by up to 2x for a minute (a bucket emptying out) and the page's 2m shares by 10-45%: "
+                   "MetricsQL counts the sample before the window, Prometheus extrapolates over it")
+def test_recorded_series_agree_on_both_backends_at_every_minute(backends):
+    compared = recorded_comparison(backends)
+    after = backends[2]["kv-collapse"].start + WARM_UP_S
+    problems = [f"{name}: {p}" for name, c in compared.items() for p in disagreements(c, after)[:1]]
     assert not problems, "\n".join(problems[:20])
 
 
@@ -165,12 +229,8 @@ def test_alerts_fire_within_a_minute_of_each_other_on_both_backends(backends):
     assert set(collapse[0]) == set(collapse[1])
     pages = {k for k in collapse[0] if k[0] == Alert.PREEMPTIONS_HIGH}
     assert {k[1] for k in pages} == set(RULE_ENGINES), "the page fired on every engine of the collapse"
-    # the page within a minute; the static TTFT p99 warning (a quantile over a 5m rate of a sparse tail, the
-    # disagreement the panel test measures) and the divergence warning (it waits out the page's pending state, and
-    # its 1h baseline is where the backends differ most: SGLang seed 1 measured 2 minutes apart) within two
-    allowed = {Alert.PREEMPTIONS_HIGH: STEP_S}
     late = {k: (collapse[0][k] - collapse[1][k]) / 60 for k in collapse[0]
-            if abs(collapse[0][k] - collapse[1][k]) > allowed.get(k[0], 2 * STEP_S)}
+            if abs(collapse[0][k] - collapse[1][k]) > STEP_S}
     assert not late, f"minutes Prometheus fired after VictoriaMetrics: {late}"
     steady = [_first_firings(vm, b, windows["steady"]) for b in ("prometheus", "victoriametrics")]
     assert steady == [{}, {}], f"alerts on steady traffic: {steady}"

@@ -152,7 +152,7 @@ def test_logs_enabled_adds_panel_annotation_and_page_only_where_the_catalog_has_
     expr = panel["targets"][0]["expr"]
     # mtail is its own target: no model or engine-instance matcher, the fleet groups kept
     assert expr == ('sum by (cluster, namespace) (rate(llmdash_log_preemptions_total{llm_engine="sglang", '
-                    'cluster=~"$cluster", namespace=~"$namespace"}[$__rate_interval]))')
+                    'cluster=~"$cluster", namespace=~"$namespace"}[5m]))')
     row = [p.get("title") for p in sglang["panels"]]
     row = row[row.index("Preemption"):]
     assert row.index("Preemptions/s (logs)") == row.index("Preemptions/s") + 1
