@@ -165,8 +165,8 @@ def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backen
 
 
 @pytest.mark.xfail(strict=True, reason="measured (issue 21): at the collapse's steepest minutes the TTFT median "
-                   "line differs by up to a third (1.28 s vs 1.93 s as TTFT leaves one mode) and a few panels by 10-25%; "
-                   "one scrape of window is worth that much there")
+                   "line differs by up to a third (1.28 s vs 1.93 s as TTFT leaves one mode) and a few panels by "
+                   "10-25%; one scrape of window is worth that much there")
 @pytest.mark.parametrize("name", ["vllm", "sglang"])
 def test_every_panel_agrees_on_both_backends_at_every_minute(backends, default_build, name):
     targets, _ = panel_comparison(backends, default_build[name])
@@ -192,8 +192,8 @@ def recorded_comparison(backends) -> dict:
 
 def test_recorded_series_agree_on_both_backends_nearly_always(backends):
     """Every recorded series within 5% on both backends at 70% of the minutes after warm-up or more (measured:
-    73-77% for the worst over runs: the page's 2m shares and transient buckets), on the same evaluation instants: vmalert replays at
-    Prometheus's phase. (Before the replays shared a phase, a recorded gauge differed by 40% at the same
+    73-77% for the worst over runs: the page's 2m shares and transient buckets), on the same evaluation
+    instants: vmalert replays at Prometheus's phase. (Before the replays shared a phase, a recorded gauge differed by 40% at the same
     minute: one backend had evaluated 37 s earlier.)"""
     compared = recorded_comparison(backends)
     assert len(compared) > 20
