@@ -193,8 +193,8 @@ def recorded_comparison(backends) -> dict:
 def test_recorded_series_agree_on_both_backends_nearly_always(backends):
     """Every recorded series within 5% on both backends at 70% of the minutes after warm-up or more (measured:
     73-77% for the worst over runs: the page's 2m shares and transient buckets), on the same evaluation
-    instants: vmalert replays at Prometheus's phase. (Before the replays shared a phase, a recorded gauge differed by 40% at the same
-    minute: one backend had evaluated 37 s earlier.)"""
+    instants: vmalert replays at Prometheus's phase. (Before the replays shared a phase, a recorded gauge
+    differed by 40% at the same minute: one backend had evaluated 37 s earlier.)"""
     compared = recorded_comparison(backends)
     assert len(compared) > 20
     after = backends[2]["kv-collapse"].start + WARM_UP_S
