@@ -25,7 +25,8 @@ BUILT_IN_ANNOTATION = {
 }
 
 
-def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: list[dict]) -> dict:
+def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: list[dict], min_interval: str) -> dict:
+    """The stored model; every query panel gets `min_interval` as its Min interval (Grafana never steps finer)."""
     model = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
     for key in LEGACY_DASHBOARD_KEYS:
         model.pop(key, None)
@@ -38,7 +39,7 @@ def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: li
     model["liveNow"] = False
     model["weekStart"] = ""
     for number, panel in enumerate(model["panels"], start=1):
-        _panel(panel, number)
+        _panel(panel, number, min_interval)
     return model
 
 
@@ -52,7 +53,7 @@ def _drop_nulls(node):
     return node
 
 
-def _panel(panel: dict, number: int) -> None:
+def _panel(panel: dict, number: int, min_interval: str) -> None:
     cleaned = _drop_nulls(panel)
     panel.clear()
     panel.update(cleaned)
@@ -71,6 +72,7 @@ def _panel(panel: dict, number: int) -> None:
         for key in ("targets", "datasource", "thresholds"):
             panel.pop(key, None)
         return
+    panel["interval"] = min_interval
     for target in panel["targets"]:
         for key in LEGACY_TARGET_KEYS:
             target.pop(key, None)

@@ -41,8 +41,8 @@ WEEK_START = ("saturday", "monday", "sunday")
 DASHBOARD_KEYS = {"annotations", "description", "editable", "fiscalYearStartMonth", "graphTooltip", "id", "links",
                   "liveNow", "panels", "refresh", "schemaVersion", "tags", "templating", "time", "timepicker",
                   "timezone", "title", "uid", "weekStart"}
-PANEL_KEYS = {"datasource", "description", "fieldConfig", "gridPos", "id", "links", "options", "targets", "title",
-              "transformations", "type"}
+PANEL_KEYS = {"datasource", "description", "fieldConfig", "gridPos", "id", "interval", "links", "options", "targets",
+              "title", "transformations", "type"}
 ROW_KEYS = {"collapsed", "gridPos", "id", "panels", "title", "type"}
 TRANSFORMATION_KEYS = {"id", "options", "disabled", "filter", "topic"}
 DATASOURCE_VARIABLE_KEYS = {"type", "name", "label", "query", "hide", "includeAll", "multi", "options", "refresh",
@@ -167,7 +167,7 @@ def _element(panel: dict) -> dict:
         "data": {"kind": "QueryGroup", "spec": {
             "queries": queries,
             "transformations": [_transformation(t, what) for t in panel.get("transformations") or []],
-            "queryOptions": {}}},
+            "queryOptions": {"interval": panel["interval"]} if panel.get("interval") else {}}},
         "vizConfig": {"kind": "VizConfig", "group": panel["type"], "version": "",
                       "spec": {"options": panel.get("options") or {},
                                "fieldConfig": {"defaults": field_config.get("defaults") or {},

@@ -140,11 +140,12 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
         defaults = panel.get("fieldConfig", {}).get("defaults", {})
         result = PanelResult(panel.get("id"), panel.get("type"), panel.get("title", ""), row, panel["gridPos"],
                              defaults.get("unit"), defaults=defaults, options=panel.get("options", {}))
+        step = max(step_s, seconds(panel["interval"]) if panel.get("interval") else 0.0)   # Grafana's Min interval
         for target in panel.get("targets", []):
             if not target.get("expr") or target.get("hide"):
                 continue
-            expr = substitute(target["expr"], variables, step_s, range_s, scrape_s)
-            series = _series(server.query_range(expr, start, end, step_s))
+            expr = substitute(target["expr"], variables, step, range_s, scrape_s)
+            series = _series(server.query_range(expr, start, end, step))
             result.targets.append(TargetResult(row, result.title, target.get("refId", ""), expr, series,
                                                target.get("legendFormat", "")))
         panels.append(result)
