@@ -45,7 +45,7 @@ CONFIG = dataclasses.replace(
     Config(), engines=("sglang",), logs=Logs(enabled=True),
     preemption=dataclasses.replace(Preemption(), window="5s", short_window="3s", long_window="30s",
                                    alert_for="1s", keep_firing_for="10s"),
-    divergence=dataclasses.replace(Divergence(), annotation_step="1s"), rules=Rules(interval="1s"))
+    divergence=dataclasses.replace(Divergence(), window="5s", annotation_step="1s"), rules=Rules(interval="1s"))
 
 
 @dataclasses.dataclass
