@@ -87,9 +87,12 @@ def _phases(server: QueryAPI, first_level: list[dict], start: float, end: float)
     interval = seconds(INTERVAL)
     phases = {}
     for group in (g for model in first_level for g in model["groups"]):
-        stamps = next((s for s in ([float(v) for r in server.query_range(f"max(timestamp({_selector(rule)}))", start,
-                                                                        end, interval) for _, v in r["values"]]
-                                   for rule in group["rules"]) if s), None)
+        stamps: list[float] = []
+        for rule in group["rules"]:   # the first rule that recorded anything
+            found = server.query_range(f"max(timestamp({_selector(rule)}))", start, end, interval)
+            stamps = [float(v) for r in found for _, v in r["values"]]
+            if stamps:
+                break
         if not stamps:
             continue
         phase = round((stamps[-1] - start) % interval, 3)
