@@ -157,7 +157,8 @@ def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backen
     """Every panel target within 10% on both backends at 85% of the collapse's minutes after warm-up or more
     (measured: 88% for the worst, the TTFT median line), and every annotation's first region in the same
     minute. With the panels over `$__rate_interval` vLLM's TTFT p99 tile read 209 s on one backend and
-    0.25 s on the other, and 11 of 11 dashboards failed this."""
+    0.25 s on the other, and 8 of the 11 dashboards failed this (all but the fleet's recorded panels and the
+    two engines without a TTFT histogram, TGI and llama.cpp)."""
     targets, problems = panel_comparison(backends, default_build[name])
     w = backends[2]["kv-collapse"]
     problems += [f"{t}: {p}" for t, c in targets.items() for p in disagreements(c, w.start + WARM_UP_S, 0.85)[:1]]
