@@ -10,6 +10,7 @@ of different preemption flavours, on the collapse and on steady traffic.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from concurrent.futures import ProcessPoolExecutor
 
@@ -152,14 +153,20 @@ def panel_comparison(backends, dashboard: dict) -> tuple[dict, list[str]]:
 DASHBOARDS = sorted(simulated_engines(load_all())) + ["fleet"]
 
 
+@pytest.fixture(scope="module")
+def compared_panels(backends, default_build):
+    """name -> panel_comparison of that dashboard, computed once for the module's tests."""
+    return functools.cache(lambda name: panel_comparison(backends, default_build[name]))
+
+
 @pytest.mark.parametrize("name", DASHBOARDS)
-def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backends, default_build, name):
+def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backends, compared_panels, name):
     """Every panel target within 10% on both backends at 85% of the collapse's minutes after warm-up or more
     (measured: 88% for the worst, the TTFT median line), and every annotation's first region in the same
     minute. With the panels over `$__rate_interval` vLLM's TTFT p99 tile read 209 s on one backend and
     0.25 s on the other, and 8 of the 11 dashboards failed this (all but the fleet's recorded panels and the
     two engines without a TTFT histogram, TGI and llama.cpp)."""
-    targets, problems = panel_comparison(backends, default_build[name])
+    targets, problems = compared_panels(name)
     w = backends[2]["kv-collapse"]
     problems += [f"{t}: {p}" for t, c in targets.items() for p in disagreements(c, w.start + WARM_UP_S, 0.85)[:1]]
     assert not problems, "\n".join(problems[:20])
@@ -169,8 +176,8 @@ def test_every_panel_and_annotation_agrees_on_both_backends_nearly_always(backen
                    "line differs by up to a third (1.28 s vs 1.93 s as TTFT leaves one mode) and a few panels by "
                    "10-25%; one scrape of window is worth that much there")
 @pytest.mark.parametrize("name", ["vllm", "sglang"])
-def test_every_panel_agrees_on_both_backends_at_every_minute(backends, default_build, name):
-    targets, _ = panel_comparison(backends, default_build[name])
+def test_every_panel_agrees_on_both_backends_at_every_minute(backends, compared_panels, name):
+    targets, _ = compared_panels(name)
     w = backends[2]["kv-collapse"]
     problems = [f"{t}: {p}" for t, c in targets.items() for p in disagreements(c, w.start + WARM_UP_S)[:1]]
     assert not problems, "\n".join(problems[:20])
@@ -191,12 +198,18 @@ def recorded_comparison(backends) -> dict:
     return out
 
 
-def test_recorded_series_agree_on_both_backends_nearly_always(backends):
+@pytest.fixture(scope="module")
+def compared_recordings(backends):
+    """recorded_comparison, computed once for the module's tests."""
+    return functools.cache(lambda: recorded_comparison(backends))
+
+
+def test_recorded_series_agree_on_both_backends_nearly_always(backends, compared_recordings):
     """Every recorded series within 5% on both backends at 70% of the minutes after warm-up or more (measured:
     73-77% for the worst over runs: the page's 2m shares and transient buckets), on the same evaluation
     instants: vmalert replays at Prometheus's phase. (Before the replays shared a phase, a recorded gauge
     differed by 40% at the same minute: one backend had evaluated 37 s earlier.)"""
-    compared = recorded_comparison(backends)
+    compared = compared_recordings()
     assert len(compared) > 20
     after = backends[2]["kv-collapse"].start + WARM_UP_S
     problems = [f"{name}: {p}" for name, c in compared.items() for p in disagreements(c, after, 0.70)[:1]]
@@ -206,8 +219,8 @@ def test_recorded_series_agree_on_both_backends_nearly_always(backends):
 @pytest.mark.xfail(strict=True, reason="measured (issue 21): in the collapse's transients a recorded 5m bucket "
                    "rate differs by up to 2x for a minute (a bucket emptying out) and the page's 2m rates and shares "
                    "by 10-30%: MetricsQL counts the sample before the window, Prometheus extrapolates over it")
-def test_recorded_series_agree_on_both_backends_at_every_minute(backends):
-    compared = recorded_comparison(backends)
+def test_recorded_series_agree_on_both_backends_at_every_minute(backends, compared_recordings):
+    compared = compared_recordings()
     after = backends[2]["kv-collapse"].start + WARM_UP_S
     problems = [f"{name}: {p}" for name, c in compared.items() for p in disagreements(c, after)[:1]]
     assert not problems, "\n".join(problems[:20])
