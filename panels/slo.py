@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Metric
+from llmdash.engines.model import layout_versions
 from llmdash.errors import LlmdashError
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, fixed_selectors
@@ -115,13 +116,9 @@ def bound_problem(spec: EngineSpec, metric: Metric, target_seconds: float) -> st
     if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
         return f"{metric.name} has no known bucket bounds in seconds"
     scale = UNIT_TO_SECONDS[metric.unit]
-    layouts = []    # (versions, bounds) in use between the engine's supported versions
-    start = None
-    for until, bounds in metric.buckets_before:
-        if until > spec.supported_from:
-            layouts.append((f"before {until}" if start is None else f"{start} to before {until}", bounds))
-        start = until
-    layouts.append((f"from {start}" if start is not None else "", metric.buckets))
+    # (versions, bounds) in use between the engine's supported versions
+    layouts = [(layout_versions(first, until), bounds) for first, until, bounds in metric.layouts
+               if until is None or until > spec.supported_from]
     nearest = {}
     for versions, bounds in layouts:
         seconds = [b * scale for b in bounds]
