@@ -158,6 +158,9 @@ class Signal:
     role: str
     sources: tuple[Source, ...]
     note: str = ""
+    # errors only: the failed requests are not among the `requests` counted (TGI counts successes alone), so a
+    # request is finished when it is either
+    outside_requests: bool = False
 
     @property
     def metric_names(self) -> list[str]:

@@ -148,9 +148,17 @@ class Leaves:
         self.ind = ind
 
     def events(self, window: str) -> str:
+        """Events/s: observations, or finished requests; where the catalog counts failures apart from requests
+        (TGI), successes plus failures, either alone where the other is absent (an exporter that creates a
+        counter at its first increment has no failure series before the first failure, no success series when
+        every request since its start failed)."""
         if self.ind.is_latency:
             return self.raw.observation_rate(self.ind.role, window)
-        return self.raw.requests(window=window)
+        requests = self.raw.requests(window=window)
+        if not self.raw.spec.signal(Role.ERRORS).outside_requests:
+            return requests
+        failed = self.raw.counter_rate(Role.ERRORS, window=window)
+        return f"((({requests}) + ({failed})) or ({requests}) or ({failed}))"   # whole: it is an operand
 
     def errors(self, window: str) -> str:
         """Bad events/s: observations above the target (all minus the target's bucket), or failed requests
