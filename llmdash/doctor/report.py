@@ -81,7 +81,8 @@ def _slo_lines(checks: list[SloCheck]) -> list[str]:
         target = f" at {check.target}" if check.target else ""
         found = "present" if check.found else "absent"
         layout = f" ({check.layout})" if check.layout else ""
-        lines.append(f"    {'ok     ' if not check.problems else 'MISSING'} {check.objective} ({check.sli}): "
-                     f"{check.series}{target} {found}{layout}")
+        mark = "MISSING" if check.problems else "ok     " if check.found else "absent "
+        lines.append(f"    {mark} {check.objective} ({check.sli}): {check.series}{target} {found}{layout}")
         lines += [f"            - {problem}" for problem in check.problems]
+        lines += [f"            note: {check.note}"] if check.note else []
     return lines

@@ -6,8 +6,10 @@ Prometheus 3's normalised float, `le="2.0"`), and says which catalogued bucket l
 are (the releases that export it), or that none is, with the bounds seen. The build already refuses a target
 that some catalogued release lacks; a page still lacks it when its release or its deployment exports other
 bounds than the catalog's (a release outside the catalog's range, bounds overridden by configuration). An
-availability SLO counts the failed requests of the catalog's `errors` series: absent, every request counts as
-good and the SLO can never burn. Either is a problem, like a query that will be empty.
+availability SLO counts the failed requests of the catalog's `errors` series: where the series exists but none
+carries the failure's labels, every request counts as good and the SLO can never burn. Either is a problem, like
+a query that will be empty. A failure counter absent altogether is only noted: an exporter that creates it at its
+first increment (TGI) has none until a request fails.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class SloCheck:
     found: bool
     layout: str = ""     # which catalogued bucket layout the page's bounds are
     problems: list[str] = field(default_factory=list)
+    note: str = ""       # why an absent series is not a problem
 
 
 def slo_checks(inventory: Inventory, spec: EngineSpec, config) -> list[SloCheck]:
@@ -127,10 +130,13 @@ def _counter(inventory: Inventory, ind: Indicator, source) -> SloCheck:
     series = inventory.series.get(source.series, [])
     found = any(all(_matches(m, labels) for m in matchers) for labels in series)
     check = SloCheck(ind.name, ind.objective.kind, selector(source.series, matchers), "", found)
-    if not found:
-        what = "absent" if not series else "has no series with " + ", ".join(m.render() for m in matchers)
-        check.problems.append(f"{source.series} {what}: the SLO counts no failed request, so availability "
-                              "reads 100 % and it cannot burn")
+    if not series:
+        # exporters that create a counter at its first increment (TGI's metrics-rs) have none before a failure
+        check.note = (f"{source.series} absent: no request has failed since the engine started, or the engine "
+                      "does not export it; until it appears availability reads 100 %")
+    elif not found:
+        check.problems.append(f"{source.series} has no series with {', '.join(m.render() for m in matchers)}: "
+                              "the SLO counts no failed request, so availability reads 100 % and it cannot burn")
     return check
 
 

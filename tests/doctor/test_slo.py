@@ -116,3 +116,23 @@ def test_an_availability_slo_needs_the_failed_request_series(tmp_path):
         '    MISSING availability (availability): vllm:request_success_total{finished_reason="error"} absent',
         '            - vllm:request_success_total has no series with finished_reason="error": the SLO counts no '
         'failed request, so availability reads 100 % and it cannot burn']
+
+
+def test_tgis_failure_counter_absent_before_any_failure_is_noted_not_a_problem(tmp_path):
+    """TGI creates tgi_request_failure at its first failure: absent, it is noted (exit 0); present with only
+    client errors (validation), the server's failures cannot be counted: a problem (exit 1)."""
+    text, objective = page("tgi"), "    - {name: availability, engines: [tgi]}\n"
+    selector = 'tgi_request_failure{err=~"generation|incomplete|overloaded"}'
+    assert "tgi_request_failure" not in text
+    result = doctor_on(tmp_path, text, objective, engines="[tgi]")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert slo_lines(result.stdout) == [
+        f"    absent  availability (availability): {selector} absent",
+        "            note: tgi_request_failure absent: no request has failed since the engine started, or the engine "
+        "does not export it; until it appears availability reads 100 %"]
+    result = doctor_on(tmp_path, text + 'tgi_request_failure{err="generation"} 3\n', objective, engines="[tgi]")
+    assert result.returncode == 0 and slo_lines(result.stdout) == [
+        f"    ok      availability (availability): {selector} present"]
+    result = doctor_on(tmp_path, text + 'tgi_request_failure{err="validation"} 3\n', objective, engines="[tgi]")
+    assert result.returncode == 1 and slo_lines(result.stdout)[1].startswith(
+        '            - tgi_request_failure has no series with err=~"generation|incomplete|overloaded": ')
