@@ -293,7 +293,10 @@ class _Parser:
             raise self.fail(f"{key}.note", "a signal with no sources must say why in a note")
         sources = tuple(self.source(f"{key}.sources[{i}]", s, metrics, role, model_label)
                         for i, s in enumerate(body["sources"]))
-        return Signal(role, sources, body.get("note") or "")
+        outside = body.get("outside_requests", False)
+        if outside and role != Role.ERRORS:
+            raise self.fail(f"{key}.outside_requests", "only the errors signal is counted apart from requests")
+        return Signal(role, sources, body.get("note") or "", outside)
 
     def source(self, key: str, body: dict, metrics: dict[str, Metric], role: str, model_label: str | None) -> Source:
         name = body["metric"]

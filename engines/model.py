@@ -102,6 +102,16 @@ class Metric:
         return next((bounds for until, bounds in self.buckets_before if version < until), self.buckets)
 
     @property
+    def layouts(self) -> tuple[tuple[Version | None, Version | None, tuple[float, ...]], ...]:
+        """(first version, first version without, bounds) of each bucket layout the catalog records, oldest
+        first; None where the catalog names no limit."""
+        out, first = [], None
+        for until, bounds in self.buckets_before:
+            out.append((first, until, bounds))
+            first = until
+        return tuple(out) + (((first, None, self.buckets),) if self.buckets is not None else ())
+
+    @property
     def exposed_until(self) -> Version | None:
         """First version that no longer exports the series by default (hidden counts as gone)."""
         return self.hidden_in or self.removed_in
@@ -148,6 +158,9 @@ class Signal:
     role: str
     sources: tuple[Source, ...]
     note: str = ""
+    # errors only: the failed requests are not among the `requests` counted (TGI counts successes alone), so a
+    # request is finished when it is either
+    outside_requests: bool = False
 
     @property
     def metric_names(self) -> list[str]:
@@ -252,6 +265,13 @@ class EngineSpec:
 
 
 UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
+
+
+def layout_versions(first: Version | None, until: Version | None) -> str:
+    """The releases of one bucket layout (`Metric.layouts`) in words; "" for a histogram with only one."""
+    if first is None:
+        return f"before {until}" if until is not None else ""
+    return f"from {first}" if until is None else f"{first} to before {until}"
 
 
 def _bound_in(bounds: tuple[float, ...], metric: Metric, target_seconds: float) -> float | None:

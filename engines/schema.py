@@ -96,7 +96,8 @@ SOURCE = _mapping({
     "per": {"type": "string"},
 }, ("metric",))
 
-SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True)}, ("sources",))
+SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True), "outside_requests": BOOL},
+                  ("sources",))
 
 LOG_PATTERN = _mapping({
     "prefix": LINE,

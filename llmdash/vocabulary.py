@@ -64,7 +64,7 @@ class Role(StrEnum):
     KV_USAGE = "kv_usage"
     WAITING = "waiting"
     RUNNING = "running"
-    ERRORS = "errors"    # finished requests that failed on the server's side (a subset of `requests`)
+    ERRORS = "errors"    # finished requests that failed on the server's side (among `requests` unless outside_requests)
 
 
 LATENCY_HISTOGRAM_ROLES = (Role.ITL, Role.TPOT, Role.TTFT)            # finest first

@@ -63,10 +63,16 @@ def _shortest(value: float) -> tuple[str, int]:
     return mantissa.replace(".", "").rstrip("0") or "0", int(exponent)
 
 
+def bucket_texts(exporter_text: str, bound: float) -> tuple[str, ...]:
+    """The `le` texts of the bucket at `bound`: as the exporter wrote it (`5000`) and as Prometheus 3
+    normalises it (`5000.0`), once where they agree."""
+    return tuple(dict.fromkeys((exporter_text, prometheus3_float(bound))))
+
+
 def bucket_matcher(exporter_text: str, bound: float) -> Matcher:
     """Exactly the bucket at `bound`, whether it is stored as the exporter wrote it (`le="5000"`) or as
     Prometheus 3 normalises it (`le="5000.0"`): one regex of both texts where they differ."""
-    texts = list(dict.fromkeys((exporter_text, prometheus3_float(bound))))
+    texts = bucket_texts(exporter_text, bound)
     if len(texts) == 1:
         return Matcher("le", "=", texts[0])
     return Matcher("le", "=~", "|".join(re.escape(t) for t in texts))

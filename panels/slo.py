@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from llmdash.engines.catalog import UNIT_TO_SECONDS, EngineSpec, Metric
+from llmdash.engines.model import layout_versions
 from llmdash.errors import LlmdashError
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, fixed_selectors
@@ -115,13 +116,9 @@ def bound_problem(spec: EngineSpec, metric: Metric, target_seconds: float) -> st
     if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:
         return f"{metric.name} has no known bucket bounds in seconds"
     scale = UNIT_TO_SECONDS[metric.unit]
-    layouts = []    # (versions, bounds) in use between the engine's supported versions
-    start = None
-    for until, bounds in metric.buckets_before:
-        if until > spec.supported_from:
-            layouts.append((f"before {until}" if start is None else f"{start} to before {until}", bounds))
-        start = until
-    layouts.append((f"from {start}" if start is not None else "", metric.buckets))
+    # (versions, bounds) in use between the engine's supported versions
+    layouts = [(layout_versions(first, until), bounds) for first, until, bounds in metric.layouts
+               if until is None or until > spec.supported_from]
     nearest = {}
     for versions, bounds in layouts:
         seconds = [b * scale for b in bounds]
@@ -151,9 +148,17 @@ class Leaves:
         self.ind = ind
 
     def events(self, window: str) -> str:
+        """Events/s: observations, or finished requests; where the catalog counts failures apart from requests
+        (TGI), successes plus failures, either alone where the other is absent (an exporter that creates a
+        counter at its first increment has no failure series before the first failure, no success series when
+        every request since its start failed)."""
         if self.ind.is_latency:
             return self.raw.observation_rate(self.ind.role, window)
-        return self.raw.requests(window=window)
+        requests = self.raw.requests(window=window)
+        if not self.raw.spec.signal(Role.ERRORS).outside_requests:
+            return requests
+        failed = self.raw.counter_rate(Role.ERRORS, window=window)
+        return f"((({requests}) + ({failed})) or ({requests}) or ({failed}))"   # whole: it is an operand
 
     def errors(self, window: str) -> str:
         """Bad events/s: observations above the target (all minus the target's bucket), or failed requests

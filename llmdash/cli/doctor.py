@@ -34,7 +34,8 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
     """Recognise the engine(s) and versions behind the series, then say which panel queries, annotations
     and rules will be empty, and why.
 
-    Exit 0: all have data; 1: some will be empty; 2: bad input (a malformed URL, an unreadable file, a
+    Exit 0: all have data; 1: some will be empty, or a configured SLO's target bucket (or failed-request
+    series) is missing; 2: bad input (a malformed URL, an unreadable file, a
     page that is not Prometheus text, no engine recognised); 3: the server or network failed
     (unreachable, an HTTP error, past --deadline, an answer too large or not the Prometheus API's JSON).
     """
@@ -59,5 +60,5 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
         client.close()
     reports = diagnose(inventory, config, from_scrape=metrics is not None)
     click.echo(to_json(inventory.source, reports) if output == "json" else to_text(inventory.source, reports))
-    if any(report.empty for report in reports):
+    if any(report.empty or report.failing_slos for report in reports):
         sys.exit(EXIT_DRIFT)

@@ -29,6 +29,7 @@ from llmdash.dashboards.validate import substitute
 from llmdash.dashboards.walk import walk_panels
 from llmdash.doctor import printing
 from llmdash.doctor.inventory import Inventory
+from llmdash.doctor.slo import SloCheck, slo_checks
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
@@ -99,10 +100,15 @@ class EngineReport:
     detection: Detection
     checks: list[Check]
     notes: list[str] = field(default_factory=list)
+    slos: list[SloCheck] = field(default_factory=list)
 
     @property
     def empty(self) -> list[Check]:
         return [c for c in self.checks if not c.filled]
+
+    @property
+    def failing_slos(self) -> list[SloCheck]:
+        return [c for c in self.slos if c.problems]
 
 
 def _metric_of_series(spec: EngineSpec) -> dict[str, Metric]:
@@ -346,6 +352,6 @@ def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[En
         notes = []
         if detection.outside_catalog:
             notes.append(f"versions {detection.versions} are outside the catalog's {detection.spec.versions}")
-        reports.append(EngineReport(detection, checks, notes))
+        reports.append(EngineReport(detection, checks, notes, slo_checks(inventory, detection.spec, config)))
     return reports
 

@@ -1,10 +1,15 @@
-"""The doctor's findings as text (grouped engine -> dashboard row -> panel, then rules) or JSON."""
+"""The doctor's findings as text (grouped engine -> SLOs, dashboard row -> panel, then rules) or JSON.
+
+Without configured SLOs neither says anything of them: the report is what it was before they existed."""
 
 from __future__ import annotations
 
 import json
 
+from dataclasses import asdict
+
 from llmdash.doctor.diagnose import Check, EngineReport
+from llmdash.doctor.slo import SloCheck
 
 KIND_TITLES = {"panel": "dashboard", "annotation": "dashboard", "alert": "rules", "record": "rules"}
 
@@ -24,7 +29,8 @@ def to_json(source: str, reports: list[EngineReport]) -> str:
                          "until": str(detection.until) if detection.until else None,
                          "text": detection.versions, "catalog": detection.spec.versions},
             "present": detection.present, "missing": detection.missing, "notes": report.notes,
-            "empty": len(report.empty), "checks": [_item(c) for c in report.checks]})
+            "empty": len(report.empty), "checks": [_item(c) for c in report.checks],
+            **({"slos": [asdict(c) for c in report.slos]} if report.slos else {})})
     return json.dumps({"source": source, "empty": sum(len(r.empty) for r in reports), "engines": engines},
                       indent=2, ensure_ascii=False)
 
@@ -46,6 +52,7 @@ def to_text(source: str, reports: list[EngineReport]) -> str:
         lines.append(f"\n{spec.id} ({spec.title}): {len(detection.present)} of {len(spec.metrics)} catalog metrics "
                      f"present; versions {detection.versions} (catalog covers {spec.versions})")
         lines += [f"  note: {note}" for note in report.notes]
+        lines += _slo_lines(report.slos)
         section = None
         for (kind, group), items in _grouped(report.checks).items():
             if kind != section:
@@ -60,5 +67,22 @@ def to_text(source: str, reports: list[EngineReport]) -> str:
                                 f" ({', '.join(c.ref for c in empty)} of {len(checks)} queries)"))
                 for check in empty:
                     lines += [f"            - {problem}" for problem in check.problems]
-        lines.append(f"  {spec.id}: {len(report.empty)} of {len(report.checks)} queries will be empty")
+        lines.append(f"  {spec.id}: {len(report.empty)} of {len(report.checks)} queries will be empty"
+                     + (f"; {len(report.failing_slos)} of {len(report.slos)} SLO series cannot count"
+                        if report.slos else ""))
     return "\n".join(lines)
+
+
+def _slo_lines(checks: list[SloCheck]) -> list[str]:
+    """An `slo` section: each objective, the series it reads, the bucket or match it needs, and whether
+    the series has it (with the catalogued layout of a histogram's bounds)."""
+    lines = ["  slo"] if checks else []
+    for check in checks:
+        target = f" at {check.target}" if check.target else ""
+        found = "present" if check.found else "absent"
+        layout = f" ({check.layout})" if check.layout else ""
+        mark = "MISSING" if check.problems else "ok     " if check.found else "absent "
+        lines.append(f"    {mark} {check.objective} ({check.sli}): {check.series}{target} {found}{layout}")
+        lines += [f"            - {problem}" for problem in check.problems]
+        lines += [f"            note: {check.note}"] if check.note else []
+    return lines

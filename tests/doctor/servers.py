@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -54,9 +55,13 @@ def assert_one_line(result, code: int, *fragments: str) -> None:
         assert fragment in got["stderr"], got["stderr"]
 
 
-def page(engine: str, scenario: str = "steady", at_s: float = 900.0) -> str:
-    """`engine`'s /metrics page `at_s` seconds into `scenario`, as `llmdash simulate --serve` serves it."""
+def page(engine: str, scenario: str = "steady", at_s: float = 900.0, era: str | None = None) -> str:
+    """`engine`'s /metrics page `at_s` seconds into `scenario`, as `llmdash simulate --serve` serves it;
+    `era`: a release version every replica exports instead."""
     chosen = build(scenario)
+    if era:
+        chosen = replace(chosen, models=tuple(
+            replace(m, replicas=tuple(replace(r, era=era) for r in m.replicas)) for m in chosen.models))
     insts = instances(chosen, {engine: load_engine(engine)}, seed=1)
     advance(insts, chosen, at_s, chosen.restart_at_s is None)
     for inst in insts:

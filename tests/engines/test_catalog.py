@@ -154,7 +154,7 @@ def test_tgi_bounds_are_written_as_tgi_writes_them():
 def test_tgi_has_no_ttft_preemption_or_kv_and_takes_its_model_label_from_the_scrape():
     tgi = load_engine("tgi")
     assert tgi.model_label_from_scrape and tgi.model_label == "model_name"
-    assert not any(m.labels for m in tgi.metrics.values())
+    assert {label for m in tgi.metrics.values() for label in m.labels} == {"err"}   # a failure's reason, no model
     assert tgi.has("tpot") and not tgi.has("ttft") and not tgi.has("itl")
     assert not tgi.has("preemptions") and "never preempts" in tgi.note("preemptions")
     assert not tgi.has("kv_usage") and tgi.note("kv_usage")

@@ -9,7 +9,9 @@ class TgiMetrics(EngineMetrics):
     """TGI's router: every per-request series is recorded when a request succeeds, nothing while it runs.
 
     The simulation underneath evicts under KV pressure (recompute), which TGI's reserve-at-admission
-    queue never does; the series here follow TGI's update rules, not its scheduler.
+    queue never does; the series here follow TGI's update rules, not its scheduler. It fails no request:
+    the failure counter is shown at 0 for a server-side reason, as a TGI shows it once that reason has
+    occurred (TGI creates it at the first failure), so availability SLIs have their series.
     """
 
     engine = "tgi"
@@ -22,6 +24,7 @@ class TgiMetrics(EngineMetrics):
         r = self.reg
         step = self.max_total_tokens / 100
         self.success = r.cell("tgi_request_success")
+        r.cell("tgi_request_failure", err="generation")     # never incremented: nothing fails here
         self.generated = r.histogram("tgi_request_generated_tokens", tuple(step * (i + 1) for i in range(100)))
         self.time_per_token = r.histogram("tgi_request_mean_time_per_token_duration")
         self.duration = r.histogram("tgi_request_duration")
