@@ -88,7 +88,8 @@ def _bucket(inventory: Inventory, spec: EngineSpec, ind: Indicator, metric: Metr
         nearest = " and ".join(f'le="{printing.text(b[1], inventory.secrets)}"' for b in (below, above) if b)
         check.problems.append(
             f"{name} has no bucket at the {ind.target_seconds:g}s target ({check.target}): its bounds "
-            f"{_scale_note(metric)}nearest it are {nearest or 'none'}, so its recorded series stay empty and its alerts cannot fire")
+            f"{_scale_note(metric)}nearest it are {nearest or 'none'}, so its recorded series stay empty and its "
+            "alerts cannot fire")
     return check
 
 
