@@ -135,7 +135,8 @@ class VmalertServer(LocalServer):
                  interval: str = "1m"):
         self.binary = find_binary("vmalert", INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vmalert-"))
-        self.rule_files, self.datasource, self.notifier_url, self.interval = rule_files, datasource, notifier_url, interval
+        self.rule_files, self.datasource = rule_files, datasource
+        self.notifier_url, self.interval = notifier_url, interval
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
