@@ -136,7 +136,7 @@ def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
 @click.option("--seed", "seeds", multiple=True, type=int, default=bench.SEEDS, show_default=True,
               help="Simulator seeds (repeat the option); delays are reported as min/median/max over them.")
 @click.option("--delay-seed", "delay_seeds", multiple=True, type=int,
-              help="Seeds of the live page-delay runs per backend (repeat the option; default 1 and 2; the seeds "
+              help="Seeds of the live page-delay runs per backend (repeat the option; default 1 to 4; the seeds "
                    "run at once, ~6 min per engine).")
 @click.option("--delay/--no-delay", default=True, show_default=True,
               help="Measure the page delay on Prometheus and VictoriaMetrics live (vLLM, or the --engine ones).")
