@@ -5,14 +5,17 @@ throughput; plus the Alertmanager inhibitions that keep one incident one page.
 Expressions come from `llmdash.panels.signals`: the recording rules are raw `Signals` with
 fixed windows, written under the names `llmdash.panels.recorded` gives them; the alerts are
 the same questions asked of `RecordedSignals`, so an alert, an annotation and a recorded
-dashboard compute a signal the same way. Alert labels are only those of the aggregation
-(engine, model, the fleet's grouping labels and, for per-instance pages, the instance), so a
-label never flips while an alert is pending.
+dashboard compute a signal the same way (on a ruler whose recorded series come back an evaluation
+late, vmalert, the page asks the recording rules' own raw-series expressions instead). Alert labels
+are only those of the aggregation (engine, model, the fleet's grouping labels and, for per-instance
+pages, the instance), so a label never flips while an alert is pending.
 
 `config` is the `llmdash.config.Config` object the caller passes in.
 """
 
 from __future__ import annotations
+
+import re
 
 import yaml
 
@@ -22,7 +25,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
 from llmdash.rules.slo import slo_alerts
-from llmdash.rules.targets import for_target
+from llmdash.rules.targets import RULERS, for_target
 from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE,
                                 MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert)
 
@@ -184,6 +187,14 @@ def _rank(sig: Signals) -> str:
                    for label in sig.spec.ranks.unit)
 
 
+def reading_raw(sig: RecordedSignals, expr: str) -> str:
+    """`expr` with every recorded series it reads replaced by that series' own expression (over raw series):
+    the same answer without waiting for the recording to be written back and become visible."""
+    for series in sig.layer.series:
+        expr = re.sub(r"(?<![\w:])" + re.escape(sig.selector(series)), lambda _m, e=series.expr: f"({e})", expr)
+    return expr
+
+
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     """Per KV-cache unit (instance and data-parallel rank): one replica or rank thrashing pages and is named;
     rare preemptions spread over a fleet, a steady low share and a single moment's evictions do not."""
@@ -208,6 +219,8 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
                 f"of the last {p.long_window})")
     side = (" On SGLang the *Retracted tokens/s* panel tells whether the recompute is prompt-side (long contexts "
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
+    if not RULERS[config.rules.target].fresh_recordings:
+        expr = reading_raw(sig, expr)
     return _alert(
         sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} instance {instance}{_rank(sig)} is preempting requests of {_where(config)}",

@@ -3,7 +3,9 @@
 Why: the alert builders describe what should page; which fields a ruler accepts is the ruler's
 business. Debian's vmalert 1.79 refuses a whole file over one `keep_firing_for` ("unknown fields in
 rule") and a live vmalert exits, so for a ruler without it the hold moves into the expression.
-Every builder stays target-agnostic: `for_target` is applied once, to the finished model.
+Every builder stays target-agnostic: `for_target` is applied once, to the finished model. One exception is
+what the page reads (`Ruler.fresh_recordings`): where recorded series come back late, it is built over raw
+series, which only the builder can do (the recording rules' expressions are its own).
 
 What each ruler supports is the matrix in docs/rulers.md; `RULERS` is its source of truth.
 """
@@ -21,11 +23,15 @@ class Ruler:
 
     keep_firing_for: bool
     versions: str
+    # whether an alert reads the recorded series its group wrote earlier in the same evaluation; where it does
+    # not (vmalert writes them back by remote write, asynchronously, so its alert sees the previous evaluation's),
+    # the page reads raw series itself: a minute sooner at a 1m interval (docs/benchmarks/bench-detect.md)
+    fresh_recordings: bool = True
 
 
 RULERS = {
     "prometheus": Ruler(True, "Prometheus >= 2.42 accepts keep_firing_for"),
-    "vmalert": Ruler(False, "vmalert < 1.92 rejects keep_firing_for (1.79 is Debian's); 1.92 added it"),
+    "vmalert": Ruler(False, "vmalert < 1.92 rejects keep_firing_for (1.79 is Debian's); 1.92 added it", False),
     "mimir": Ruler(True, "Mimir's ruler runs Prometheus' rule engine; keep_firing_for since grafana/mimir#4099"),
     "thanos": Ruler(False, "Thanos Ruler's keep_firing_for support is unconfirmed: the hold is kept in the expression"),
 }

@@ -135,17 +135,32 @@ def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
               help="Only these scenarios (default: all).")
 @click.option("--seed", "seeds", multiple=True, type=int, default=bench.SEEDS, show_default=True,
               help="Simulator seeds (repeat the option); delays are reported as min/median/max over them.")
+@click.option("--delay-seed", "delay_seeds", multiple=True, type=int,
+              help="Seeds of the live page-delay runs per backend (repeat the option; default 1 to 4; the seeds "
+                   "run at once, ~6 min per engine).")
+@click.option("--delay/--no-delay", default=True, show_default=True,
+              help="Measure the page delay on Prometheus and VictoriaMetrics live (vLLM, or the --engine ones).")
 @click.pass_context
-def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_names, seeds: tuple[int, ...]) -> None:
-    """Detection delay and false firings of the alerts vs naive baselines, on simulated scenarios."""
+def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_names, seeds: tuple[int, ...],
+                         delay_seeds: tuple[int, ...], delay: bool) -> None:
+    """Detection delay and false firings of the alerts vs naive baselines, on simulated scenarios; then the
+    page's delay per backend (Prometheus, VictoriaMetrics with vmalert), live at the wall clock."""
+    from llmdash.lab import bench_delay   # requests and the local servers only when benchmarking
+
     config = load_config(_config_path(ctx))
     for engine in engine_ids:
         load_engine(engine)
+    delay_engines = tuple(engine_ids) or bench_delay.ENGINES
     engine_ids = tuple(engine_ids) or config.engine_ids
     started = time.monotonic()
+    progress = lambda message: click.echo(message, err=True)  # noqa: E731
     outcomes = bench.run(engine_ids, config, names=tuple(scenario_names) or bench.SCENARIOS,
-                         progress=lambda message: click.echo(message, err=True), seeds=tuple(seeds))
-    text = bench_report.write(out, "Detection quality", "make bench-detect", bench.table(outcomes, engine_ids, config))
+                         progress=progress, seeds=tuple(seeds))
+    body = bench.table(outcomes, engine_ids, config)
+    if delay:
+        results = bench_delay.run(delay_engines, config, tuple(delay_seeds) or bench_delay.SEEDS, progress=progress)
+        body += "\n## Page delay by backend\n\n" + bench_delay.table(results, config)
+    text = bench_report.write(out, "Detection quality", "make bench-detect", body)
     click.echo(text + "\n" + bench.summary(outcomes, engine_ids, config)
                + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
 

@@ -72,13 +72,15 @@ class VictoriaMetricsServer(LocalServer):
                 chunk.append(f"{match['series']} {match['value']} {round(float(match['ts']) * 1000)}\n")
                 size += len(chunk[-1])
                 if size >= IMPORT_CHUNK:
-                    self._import("".join(chunk))
+                    self.ingest("".join(chunk))
                     chunk, size = [], 0
         if chunk:
-            self._import("".join(chunk))
+            self.ingest("".join(chunk))
         self.flush()
 
-    def _import(self, text: str) -> None:
+    def ingest(self, text: str) -> None:
+        """Import Prometheus text format (millisecond timestamps): searchable within about a second, and to
+        queries at the current time only once older than `latency_offset`."""
         response = self.session.post(f"{self.url}/api/v1/import/prometheus", data=text.encode(), timeout=120)
         if response.status_code not in (200, 204):
             raise LlmdashError(f"victoria-metrics refused an import: {safe_line(response.text, limit=200)}")
@@ -118,3 +120,32 @@ def vmalert_replay(rule_files: list[str | Path], datasource: QueryAPI, write_to:
         lines = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
         raise LlmdashError(f"vmalert replay failed: {safe_line(lines[-1], limit=400)}")
     write_to.flush()
+
+
+class VmalertServer(LocalServer):
+    """One live vmalert evaluating `rule_files` at the wall clock against `datasource`, writing recorded series
+    and `ALERTS` back into it by remote write (asynchronously, every -remoteWrite.flushInterval, its default 5s,
+    as a deployed vmalert does); its alerts are read from `/api/v1/alerts`. `notifier_url` receives the
+    alerts (vmalert 1.79 requires one)."""
+
+    name = "vmalert"
+    log_name = "vmalert.log"
+    ready_path = "/health"
+
+    def __init__(self, rule_files: list[str | Path], datasource: VictoriaMetricsServer, notifier_url: str,
+                 interval: str = "1m"):
+        self.binary = find_binary("vmalert", INSTALL_HINT)
+        self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vmalert-"))
+        self.rule_files, self.datasource = rule_files, datasource
+        self.notifier_url, self.interval = notifier_url, interval
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.session = requests.Session()
+
+    def start(self, timeout_s: float = 60.0) -> "VmalertServer":
+        self.port = free_port()
+        self._launch([self.binary, *(f"-rule={f}" for f in self.rule_files), f"-datasource.url={self.datasource.url}",
+                      f"-remoteWrite.url={self.datasource.url}", f"-notifier.url={self.notifier_url}",
+                      f"-evaluationInterval={self.interval}", f"-httpListenAddr=127.0.0.1:{self.port}",
+                      "-loggerLevel=ERROR"], timeout_s)
+        return self
