@@ -62,19 +62,23 @@ class Backend:
     """A ruler and its store: Prometheus (`latency_offset` None), or VictoriaMetrics with vmalert running the
     `rules.target: vmalert` file, or (`page_on_recorded`) that file as it was before the page read raw series:
     the default file with its hold moved into the expression, the page reading the recorded shares.
-    `phase_s`: the second of each evaluation interval at which vmalert evaluates (see `vmalert_phase`)."""
+    `phase_s`: the second of each evaluation interval at which vmalert evaluates (see `vmalert_phase`).
+    `query_time_alignment`: vmalert's `-datasource.queryTimeAlignment` (its default true: it queries at the
+    interval's start, whatever second it evaluates at)."""
 
     name: str
     latency_offset: str | None = None
     page_on_recorded: bool = False
     phase_s: float | None = None
+    query_time_alignment: bool = True
 
     @property
     def label(self) -> str:
         if self.latency_offset is None:
             return f"Prometheus {PROMETHEUS_VERSION}"
         return f"VictoriaMetrics + vmalert {VMALERT_VERSION}" + (
-            ", page on recorded series" if self.page_on_recorded else "")
+            ", page on recorded series" if self.page_on_recorded else "") + (
+            "" if self.query_time_alignment else ", `-datasource.queryTimeAlignment=false`")
 
 
 PROMETHEUS = Backend("prometheus")
@@ -83,7 +87,8 @@ PROMETHEUS = Backend("prometheus")
 PHASES_S = (15.0, 45.0)
 BACKENDS = (PROMETHEUS,) + tuple(
     Backend(f"victoriametrics-{offset}{'-recorded' if recorded else ''}-at{phase:g}s", offset, recorded, phase)
-    for phase in PHASES_S for recorded in (False, True) for offset in ("30s", "0s"))
+    for phase in PHASES_S for recorded in (False, True) for offset in ("30s", "0s")) + tuple(
+    Backend(f"victoriametrics-30s-unaligned-at{phase:g}s", "30s", False, phase, False) for phase in PHASES_S)
 
 
 @dataclass(frozen=True)
@@ -314,7 +319,8 @@ def measure(engine: str, config: Config, seed: int, backends: tuple[Backend, ...
             rulers[PROMETHEUS.name] = prometheus.url
         for backend, store in zip([b for b in backends if b.latency_offset is not None], stores):
             rules = _rule_file(engine, config, backend, directory)
-            rulers[backend.name] = stack.enter_context(VmalertServer([rules], store, feed.url, interval)).url
+            rulers[backend.name] = stack.enter_context(VmalertServer([rules], store, feed.url, interval,
+                                                                     backend.query_time_alignment)).url
         feed.start()
         progress(f"{engine} seed {seed}: live from {lead_s:g}s before the first preemption, on {', '.join(rulers)}")
         session = stack.enter_context(requests.Session())

@@ -126,18 +126,20 @@ class VmalertServer(LocalServer):
     """One live vmalert evaluating `rule_files` at the wall clock against `datasource`, writing recorded series
     and `ALERTS` back into it by remote write (asynchronously, every -remoteWrite.flushInterval, its default 5s,
     as a deployed vmalert does); its alerts are read from `/api/v1/alerts`. `notifier_url` receives the
-    alerts (vmalert 1.79 requires one)."""
+    alerts (vmalert 1.79 requires one). `query_time_alignment` is `-datasource.queryTimeAlignment` (vmalert's
+    default true: every query asks for the interval's start, whatever second the group is evaluated at)."""
 
     name = "vmalert"
     log_name = "vmalert.log"
     ready_path = "/health"
 
     def __init__(self, rule_files: list[str | Path], datasource: VictoriaMetricsServer, notifier_url: str,
-                 interval: str = "1m"):
+                 interval: str = "1m", query_time_alignment: bool = True):
         self.binary = find_binary("vmalert", INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vmalert-"))
         self.rule_files, self.datasource = rule_files, datasource
         self.notifier_url, self.interval = notifier_url, interval
+        self.query_time_alignment = query_time_alignment
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
@@ -147,5 +149,6 @@ class VmalertServer(LocalServer):
         self._launch([self.binary, *(f"-rule={f}" for f in self.rule_files), f"-datasource.url={self.datasource.url}",
                       f"-remoteWrite.url={self.datasource.url}", f"-notifier.url={self.notifier_url}",
                       f"-evaluationInterval={self.interval}", f"-httpListenAddr=127.0.0.1:{self.port}",
+                      f"-datasource.queryTimeAlignment={str(self.query_time_alignment).lower()}",
                       "-loggerLevel=ERROR"], timeout_s)
         return self
