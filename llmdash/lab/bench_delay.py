@@ -8,13 +8,14 @@ the wall clock (a replay neither writes asynchronously nor queries near "now"), 
 
 One run per seed: the kv-collapse scenario is simulated (phased scrapes, as in a real fleet) and its history
 is backfilled up to `LEAD_S` before the first preemption of the collapsing replica, mapped so that the cut is
-now, into one Prometheus (evaluating the default-target rule file) and four VictoriaMetrics (latency offset
-30s and 0s, each with the `rules.target: vmalert` file and with that file's page reading the recorded series
-as it did before), each with its own live vmalert, all evaluating every `rules.evaluation_interval`
-(Prometheus' default, 1m). The rest of the scenario is then fed at the wall
+now, into one Prometheus (evaluating the default-target rule file) and one VictoriaMetrics per vmalert
+variant in `BACKENDS` (latency offset 30s or 0s; evaluating at second 15 or 45 of the interval; the
+`rules.target: vmalert` file, or that file with the page reading the recorded series as it did before;
+`-datasource.queryTimeAlignment` on or off), each with its own live vmalert, all evaluating every
+`rules.evaluation_interval` (Prometheus' default, 1m). The rest of the scenario is then fed at the wall
 clock: every scrape's samples, with their own timestamps, become available at their scrape time, pushed into
-both VictoriaMetrics (`/api/v1/import/prometheus`) and scraped by Prometheus every second from a loopback
-/metrics serving each process's next due scrape (`honor_labels`, explicit timestamps), so all three stores
+every VictoriaMetrics (`/api/v1/import/prometheus`) and scraped by Prometheus every second from a loopback
+/metrics serving each process's next due scrape (`honor_labels`, explicit timestamps), so all the stores
 hold the same samples within a second of their time. The page's firing is polled every second on each ruler's
 `/api/v1/alerts`; its delay is the wall-clock time it was first seen firing for the collapsing replica minus
 the first preemption mapped to the wall clock.
