@@ -12,7 +12,7 @@ help:
 	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/, ruff, and the whole test suite (real servers included)"
-	@echo "make test-unit     the tests marked neither e2e nor publish (no real Prometheus, no fake Grafana), < 1 min"
+	@echo "make test-unit     the tests marked neither e2e, publish nor process (no real server, no llmdash process), < 1 min"
 	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"

@@ -107,11 +107,11 @@ SLOWEST_FIRST = ("test_rules.py", "test_e2e.py", "test_prometheus3_e2e.py", "tes
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
     """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
-    neither e2e nor publish is unit (`make test-unit`)."""
+    neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`)."""
     for item in items:
         if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-        if not (item.get_closest_marker("e2e") or item.get_closest_marker("publish")):
+        if not any(item.get_closest_marker(kind) for kind in ("e2e", "publish", "process")):
             item.add_marker(pytest.mark.unit)
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: files keep their own order

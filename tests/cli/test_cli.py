@@ -19,6 +19,7 @@ from llmdash.vocabulary import SLO_ALERTS, Alert
 from tests.support.catalogs import ENGINES
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 def llmdash(*args, cwd=ROOT, env=None):
     return subprocess.run([sys.executable, "-m", "llmdash.cli.main", *args], cwd=cwd, capture_output=True,

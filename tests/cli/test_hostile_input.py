@@ -31,6 +31,8 @@ from llmdash.inputs import MAX_BYTES
 from tests.cli.test_cli import llmdash, snapshot
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 ENGINES = ("dynamo", "lmdeploy", "sglang", "tensorrt-llm-serve", "tensorrt-llm-triton", "vllm")
 
 

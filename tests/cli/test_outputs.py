@@ -16,6 +16,8 @@ import pytest
 
 from llmdash.atomic import MANIFEST
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_ONLY = "engines: [vllm]\n"
 VLLM_AND_SGLANG = "engines: [vllm, sglang]\n"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Imports llmdash from the copy given as argv[1], then runs the CLI with the remaining arguments.

@@ -14,6 +14,8 @@ from llmdash.doctor.inventory import MAX_METRICS_BYTES, MAX_PROMETHEUS_BYTES
 from tests.doctor.servers import PEAK_MB, Routes, assert_one_line, measured, page
 from tests.support.fake_grafana import RawServer
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 DEFAULT_DEADLINE_S = 60
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote
 
+import pytest
+
 from tests.doctor.servers import Routes, assert_one_line, closed_port, doctor, page
+
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 USER, PASSWORD = "alice", "p@ss:w/rd s3cret"
 USERINFO = f"{USER}:{quote(PASSWORD, safe='')}"

@@ -24,6 +24,8 @@ from llmdash.lab.exposition import live_text
 from llmdash.lab.scenarios import advance, build, instances, scrapes
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 SIMULATED = simulated_engines(load_all())
 
 

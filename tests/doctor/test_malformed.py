@@ -9,6 +9,8 @@ import pytest
 
 from tests.doctor.servers import Routes, assert_one_line, doctor
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 NAMES = {"status": "success", "data": ["vllm:generation_tokens_total", "vllm:num_requests_running"]}
 SERIES = {"status": "success", "data": [{"__name__": "vllm:num_requests_running", "model_name": "m"}]}
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.doctor.servers import doctor, page
+
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 ESCAPES = {"\x1b]0;owned\x07": "\\x1b]0;owned\\x07",       # OSC: sets the window title, always interpreted
            "\x1b[2J": "\\x1b[2J",                            # CSI: clears the screen

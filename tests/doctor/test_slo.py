@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.doctor.servers import ROOT, Routes, page
+
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 TTFT = "    - {name: ttft, target_seconds: 2.5, engines: [vllm]}\n"
 ITL = "    - {name: itl, sli: token_latency, target_seconds: 2, engines: [dynamo]}\n"

@@ -15,6 +15,8 @@ import pytest
 
 from llmdash.engines.catalog import CATALOG_DIR
 
+pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
+
 LLMDASH = Path(sys.executable).with_name("llmdash")  # the console script, as a user runs it
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid"}
