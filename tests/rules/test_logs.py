@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from llmdash.build import build_dashboards, build_rule_files, mtail_files
 from llmdash.config import Config, Logs, load_config
@@ -23,6 +21,7 @@ from llmdash.lab.scenarios import Traffic, build
 from llmdash.vocabulary import Alert
 from llmdash.rules.generate import alert_names, render_rules
 from tests.support.paths import ROOT
+from tests.support.promtool import run_rule_tests
 
 ENABLED = Config(logs=Logs(enabled=True))
 
@@ -194,10 +193,6 @@ def _series(labels: dict[str, str], values: str) -> dict:
 def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(tmp_path, replica_labels, pages):
     """Pods a and b log a collapse; b's engine (0.5.7+) also exports its retraction counter and pages
     through LLMServingPreemptionsHigh. Pod c retracts once every ten minutes, pod d never."""
-    try:
-        promtool = find_binary("promtool")
-    except LlmdashError as exc:
-        pytest.fail(f"the rule tests need promtool (Debian's prometheus package): {exc}", pytrace=False)
     config = dataclasses.replace(Config(), logs=Logs(enabled=True, replica_labels=replica_labels))
     rules = tmp_path / "sglang.rules.yaml"
     rules.write_text(render_rules(build_rule_files(config)["sglang"]))
@@ -216,9 +211,4 @@ def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(t
                "exp_samples": expected},
               {"expr": f'count_over_time(ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", pod=~"c|d"}}[30m])',
                "eval_time": "30m", "exp_samples": []}]
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": checks}]}
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    run_rule_tests(tmp_path, rules, inputs, checks, timeout=120)

@@ -6,15 +6,12 @@ request failed reads 1, not nothing."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 
-import pytest
-import yaml
 
 from llmdash.config import Config, Objective, Slo
 from llmdash.engines.catalog import load_engine
 from llmdash.rules.generate import build_rules, render_rules
+from tests.support.promtool import run_rule_tests
 
 CONFIG = Config(engines=("tgi",), slo=Slo(objectives=(Objective(name="availability", objective=0.999),)))
 RATIO = "cluster_namespace_model_name:llm_slo_errors:ratio_rate5m"
@@ -51,9 +48,6 @@ def test_the_built_rules_read_tgis_failure_counter():
 
 
 def test_the_error_ratio_is_server_failures_among_successes_and_failures(tmp_path):
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.fail("promtool not found: install Debian's prometheus package (apt-get install prometheus)")
     rules = tmp_path / "tgi.rules.yaml"
     rules.write_text(render_rules(build_rules(load_engine("tgi"), CONFIG)))
     expected = {"failing": 0.1, "healthy": 0, "down": 1}
@@ -61,9 +55,4 @@ def test_the_error_ratio_is_server_failures_among_successes_and_failures(tmp_pat
                "exp_samples": [{"labels": f'{RATIO}{{llm_engine="tgi", model_name="{model}", slo="availability"}}',
                                 "value": value}]}
               for model, value in expected.items()]
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": input_series(), "promql_expr_test": checks}]}
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
-    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    run_rule_tests(tmp_path, rules, input_series(), checks, timeout=300)
