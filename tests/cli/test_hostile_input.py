@@ -349,8 +349,9 @@ def half_renamed(out: Path, expected: dict[str, bytes]):
 def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, signum):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
-    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "2"})
-    wait_for(half_renamed(out, fresh_build))  # paused halfway through the renames
+    # paused halfway through the renames, long enough for a loaded machine's poll to see it before it ends
+    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "5"})
+    wait_for(half_renamed(out, fresh_build))
     build.send_signal(signum)
     _, stderr = build.communicate(timeout=60)
     assert build.returncode in (130, -signum) and "Traceback" not in stderr
@@ -441,7 +442,7 @@ def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
     complete = snapshot(target)
     for path in (target / "dashboards").glob("*.json"):
         path.write_text("{}\n")
-    run = start("provision", str(target), env={SWAP_PAUSE_ENV: "2"})
+    run = start("provision", str(target), env={SWAP_PAUSE_ENV: "5"})
     wait_for(half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")}))
     run.send_signal(signal.SIGINT)
     run.communicate(timeout=60)
