@@ -4,8 +4,10 @@ reachable from the README, every relative link resolving, no citation of a path 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
+import tempfile
 import typing
 from pathlib import Path
 
@@ -111,21 +113,51 @@ def test_relative_links_point_at_files_and_headings_that_exist(path):
 
 
 # Citations of notes kept beside the repository, never in it: those paths open nowhere for a reader.
-OUTSIDE = re.compile(r"\.\./shared|/work/|\b(?:grafana|engines|ecosystem|anchors)\.md\s*(?:§|section)"
-                     r"|(?<!\])\((?:grafana|engines)\.md\)|\bengines\.md \d|reference/engines\.md|docs/research/")
+REFERENCE_NOTES = re.compile(r"\b(?:grafana|engines|ecosystem|anchors)\.md\s*(?:§|section)"
+                             r"|(?<!\])\((?:grafana|engines)\.md\)|\bengines\.md \d"
+                             r"|reference/engines\.md|docs/research/")
+CLIMBING = re.compile(r"(?<![\w./])(?:\.\./)+[\w.-]+(?:/[\w.-]+)*")
+
+
+def outside_paths(path: Path, text: str) -> list[str]:
+    """What `text` (the file at `path`) names outside the repository: a `../` path that climbs out of it from the
+    file, or, in Markdown, one that names nothing in it; a path into the directory this checkout sits in
+    (another clone sits elsewhere; the system's temporary directory excepted, where scratch files go); a
+    citation of the reference notes."""
+    found = [m.group(0) for m in REFERENCE_NOTES.finditer(text)]
+    for match in CLIMBING.finditer(text):
+        target = (path.parent / match.group(0)).resolve()
+        if not target.is_relative_to(ROOT) or (path.suffix == ".md" and not target.exists()):
+            found.append(match.group(0))
+    beside = ROOT.parent
+    if beside not in (Path(beside.anchor), Path(tempfile.gettempdir()).resolve()):
+        found += re.findall(re.escape(f"{beside}{os.sep}") + r"\S*", text)
+    return found
 
 
 def test_no_file_cites_a_path_outside_the_repository():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    me = Path(__file__).resolve()
+    me = Path(__file__).resolve()    # it spells out what it looks for
     found = []
     for name in tracked:
         path = ROOT / name
         if path.resolve() == me or not path.is_file() or path.suffix in (".png", ".json"):
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        found += [f"{name}: {match.group(0)}" for match in OUTSIDE.finditer(text)]
+        found += [f"{name}: {hit}" for hit in outside_paths(path, text)]
     assert found == []
+
+
+def test_a_path_outside_the_repository_is_found():
+    """The check can fail: a note beside the checkout, climbed to or named absolutely, and a reference citation."""
+    assert outside_paths(ROOT / "README.md", "see ../notes/anchors/x.json") == ["../notes/anchors/x.json"]
+    assert outside_paths(DOCS / "x.md", "see ../notes/a.md") == ["../notes/a.md"]
+    assert outside_paths(DOCS / "x.md", "[runbooks](../generated/runbooks/) and ../README.md") == []
+    assert outside_paths(ROOT / "tests" / "x.py", "kustomize ../base") == []
+    assert outside_paths(ROOT / "x.py", "grafana.md § 3") == ["grafana.md §"]
+    if ROOT.parent not in (Path("/"), Path(tempfile.gettempdir()).resolve()):
+        note = f"{ROOT.parent}{os.sep}notes/y.md"
+        assert outside_paths(ROOT / "x.py", f"open {note}") == [note]
 
 
 def test_an_engine_without_sources_is_refused(tmp_path):
