@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,16 +17,13 @@ from llmdash.engines.catalog import CATALOG_DIR
 from llmdash.vocabulary import SLO_ALERTS, Alert
 from tests.support.catalogs import ENGINES
 from tests.support.paths import ROOT
+from tests.support.trees import snapshot
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 def llmdash(*args, cwd=ROOT, env=None):
     return subprocess.run([sys.executable, "-m", "llmdash.cli.main", *args], cwd=cwd, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=120)
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def test_build_twice_is_byte_identical_and_matches_committed_output(tmp_path):

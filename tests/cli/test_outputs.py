@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from llmdash.atomic import MANIFEST
+from tests.support.trees import plant, snapshot
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
@@ -37,17 +38,6 @@ def build(out: Path, *args, config: str | None = None, command: str = "build"):
         path.write_text(config)
         options = ("--config", str(path))
     return llmdash(*options, command, "--out", str(out), *args)
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def plant(out: Path, files: dict[str, str]) -> dict[str, bytes]:
-    for rel, text in files.items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-    return {rel: text.encode() for rel, text in files.items()}
 
 
 OTHER_TEAMS = {"rules/payments.rules.yaml": "groups: []\n", "alertmanager/routes.yaml": "route: {}\n",

@@ -17,6 +17,7 @@ from llmdash.config import Config, KubernetesSettings
 from llmdash.delivery.kubernetes import KUSTOMIZATION_ASIDE, write_manifests
 from llmdash.delivery.provision import write_provisioning
 from llmdash.errors import EXIT_OK, EXIT_USAGE
+from tests.support.trees import plant, snapshot
 
 DASHBOARDS = build_dashboards(Config())
 RULES = build_rule_files(Config())
@@ -25,17 +26,6 @@ THEIRS = {"kustomization.yaml": THEIR_KUSTOMIZATION,
           "sidecar/team-dashboard.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: team}\n",
           "grafana-operator/grafana.yaml": "kind: Grafana\n",
           "prometheus-operator/node-rules.yaml": "kind: PrometheusRule\n"}
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def plant(out: Path, files: dict[str, str]) -> dict[str, bytes]:
-    for rel, text in files.items():
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text)
-    return {rel: text.encode() for rel, text in files.items()}
 
 
 def provision_kubernetes(out: Path):

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,34 +19,14 @@ import pytest
 
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.lab.emitters import simulated_engines
-from llmdash.lab.exposition import live_text
-from llmdash.lab.scenarios import advance, build, instances, scrapes
+from llmdash.lab.scenarios import build, scrapes
+from tests.doctor.servers import doctor, page as metrics_page
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
 
 SIMULATED = simulated_engines(load_all())
-
-
-
-def doctor(*args):
-    return subprocess.run([sys.executable, "-m", "llmdash.cli.main", "doctor", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-
-
-def scraped_text(engine: str, scenario: str = "kv-collapse", at_s: float = 900.0, era: str | None = None) -> str:
-    """The engine's /metrics page at `at_s` seconds into the scenario, as `llmdash simulate --serve` serves it;
-    `era`: a release version every replica exports instead."""
-    chosen = build(scenario)
-    if era:
-        chosen = replace(chosen, models=tuple(
-            replace(m, replicas=tuple(replace(r, era=era) for r in m.replicas)) for m in chosen.models))
-    insts = instances(chosen, {engine: load_engine(engine)}, seed=1)
-    advance(insts, chosen, at_s, chosen.restart_at_s is None)
-    for inst in insts:
-        inst.emitters[engine].scrape(at_s)
-    return live_text([inst.emitters[engine] for inst in insts],
-                     [inst.replica.target_labels(engine, inst.model.name, live=True) for inst in insts])
+COLLAPSE = "kv-collapse"
 
 
 def report(tmp_path: Path, text: str, *extra: str):
@@ -66,7 +45,7 @@ def empty_checks(body: dict, engine: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("engine", SIMULATED)
 def test_every_query_has_data_on_the_simulated_metrics_page(tmp_path, engine):
-    result, body = report(tmp_path, scraped_text(engine))
+    result, body = report(tmp_path, metrics_page(engine, COLLAPSE))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert [e["engine"] for e in body["engines"]] == [engine]
     (found,) = body["engines"]
@@ -77,7 +56,7 @@ def test_every_query_has_data_on_the_simulated_metrics_page(tmp_path, engine):
 
 
 def test_a_removed_counter_names_the_panels_and_alert_left_empty(tmp_path):
-    text = "".join(line + "\n" for line in scraped_text("vllm").splitlines()
+    text = "".join(line + "\n" for line in metrics_page("vllm", COLLAPSE).splitlines()
                    if "vllm:num_preemptions_total" not in line)
     result, body = report(tmp_path, text)
     assert result.returncode == 1
@@ -91,7 +70,7 @@ def test_a_removed_counter_names_the_panels_and_alert_left_empty(tmp_path):
 
 
 def test_a_series_renamed_by_a_newer_release_is_named_beside_the_panels_it_empties(tmp_path):
-    text = scraped_text("vllm").replace("vllm:num_preemptions_total", "vllm:num_preemption_events_total")
+    text = metrics_page("vllm", COLLAPSE).replace("vllm:num_preemptions_total", "vllm:num_preemption_events_total")
     result, body = report(tmp_path, text)
     assert result.returncode == 1
     empty = empty_checks(body, "vllm")
@@ -101,7 +80,7 @@ def test_a_series_renamed_by_a_newer_release_is_named_beside_the_panels_it_empti
 
 
 def test_the_old_kv_name_alone_still_fills_the_kv_panels_through_the_fallback(tmp_path):
-    text = scraped_text("vllm").replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    text = metrics_page("vllm", COLLAPSE).replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     result, body = report(tmp_path, text)
     assert result.returncode == 0, result.stdout[-2000:]
     (found,) = body["engines"]
@@ -129,7 +108,7 @@ OLD_RELEASE_EMPTY = {
 ])
 def test_an_old_release_is_dated_by_its_series_and_labels_and_only_its_gaps_are_empty(
         tmp_path, engine, release, versions, absent):
-    result, body = report(tmp_path, scraped_text(engine, era=release))
+    result, body = report(tmp_path, metrics_page(engine, COLLAPSE, era=release))
     assert result.returncode == 1, result.stderr
     (found,) = body["engines"]
     assert found["versions"]["text"] == versions and found["notes"] == []
@@ -140,7 +119,7 @@ def test_an_old_release_is_dated_by_its_series_and_labels_and_only_its_gaps_are_
 
 def test_a_series_present_on_one_tp_rank_only_still_fills_the_panels(tmp_path):
     """Ranks are deduplicated, not filtered (issue 19): without tp_rank 0, tp_rank 1 carries the same count."""
-    text = "".join(line + "\n" for line in scraped_text("sglang").splitlines() if 'tp_rank="0"' not in line)
+    text = "".join(line + "\n" for line in metrics_page("sglang", COLLAPSE).splitlines() if 'tp_rank="0"' not in line)
     assert 'tp_rank="1"' in text
     result, body = report(tmp_path, text)
     empty = empty_checks(body, "sglang")
@@ -150,7 +129,7 @@ def test_a_series_present_on_one_tp_rank_only_still_fills_the_panels(tmp_path):
 def test_an_engine_page_without_the_model_label_its_relabeling_adds_is_not_judged_on_it(tmp_path):
     """TGI exports no model label; on its own /metrics page (before relabeling) every query still has data
     (the dashboards match the model by regex, and All is .*, which an absent label matches)."""
-    text = re.sub(r'model_name="[^"]*",?', "", scraped_text("tgi", "steady")).replace("{}", "")
+    text = re.sub(r'model_name="[^"]*",?', "", metrics_page("tgi", "steady")).replace("{}", "")
     assert "model_name" not in text and "tgi_queue_size " in text
     result, body = report(tmp_path, text)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
@@ -158,7 +137,8 @@ def test_an_engine_page_without_the_model_label_its_relabeling_adds_is_not_judge
 
 
 def test_a_missing_gauge_outside_the_detected_versions_says_so(tmp_path):
-    text = "".join(line + "\n" for line in scraped_text("vllm").splitlines() if "kv_cache_usage_perc" not in line)
+    text = "".join(line + "\n" for line in metrics_page("vllm", COLLAPSE).splitlines()
+                   if "kv_cache_usage_perc" not in line)
     result, body = report(tmp_path, text)
     assert result.returncode == 1
     problems = empty_checks(body, "vllm")["panel KV-cache usage A"]
@@ -228,7 +208,7 @@ def test_series_of_no_engine_is_bad_input(tmp_path):
 
 
 def test_a_metrics_url_is_read_over_http_and_credentials_never_echo(tmp_path):
-    page = scraped_text("lmdeploy").encode()
+    page = metrics_page("lmdeploy", COLLAPSE).encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
@@ -257,7 +237,7 @@ def test_a_metrics_url_is_read_over_http_and_credentials_never_echo(tmp_path):
 def test_unprefixed_series_name_an_engine_only_when_every_required_signal_is_there(tmp_path):
     """NIM's names are all generic: a page is NIM's when its required series are all present, never
     because one shared name (TensorRT-LLM 1.0-1.2 serves time_to_first_token_seconds too) appears."""
-    text = scraped_text("nim")
+    text = metrics_page("nim", COLLAPSE)
     result, body = report(tmp_path, text)
     assert result.returncode == 0 and [e["engine"] for e in body["engines"]] == ["nim"]
     partial = "".join(line + "\n" for line in text.splitlines() if "num_requests_waiting" not in line)
@@ -267,7 +247,7 @@ def test_unprefixed_series_name_an_engine_only_when_every_required_signal_is_the
 
 def test_with_logs_enabled_the_log_panel_is_said_to_come_from_mtail_not_the_engine_page(tmp_path):
     (tmp_path / "llmdash.yaml").write_text("engines: [sglang]\nlogs: {enabled: true}\n")
-    (tmp_path / "metrics.txt").write_text(scraped_text("sglang"))
+    (tmp_path / "metrics.txt").write_text(metrics_page("sglang", COLLAPSE))
     result = subprocess.run([sys.executable, "-m", "llmdash.cli.main", "--config", str(tmp_path / "llmdash.yaml"),
                              "doctor", "--metrics", str(tmp_path / "metrics.txt"), "--format", "json"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)

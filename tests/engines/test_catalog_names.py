@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from llmdash.engines.catalog import CATALOG_DIR, available_engines, load_catalog, load_engine
+from llmdash.engines.catalog import CATALOG_DIR, available_engines, load_engine
 from llmdash.errors import LlmdashError
+from tests.support.catalogs import refused
 
 INJECTION = 'zz="0"} or vector(1) or m{zz'   # closes the selector and ORs in a series that is always there
-
-
-def refused(path: Path) -> str:
-    with pytest.raises(LlmdashError) as caught:
-        load_catalog(path)
-    message = str(caught.value)
-    assert "\n" not in message and message.startswith(f"{path}: ")
-    return message
 
 
 def vllm_copy(directory: Path, old: str, new: str, name: str = "vllm") -> Path:

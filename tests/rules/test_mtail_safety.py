@@ -19,6 +19,7 @@ from llmdash.lab import mtail
 from llmdash.lab.promserver import find_binary
 from llmdash.rules.mtail import mtail_program
 from llmdash.vocabulary import LOG_PREEMPTIONS
+from tests.support.catalogs import refused
 
 LINE = ("WARNING 01-01 12:00:09 [vllm/core/scheduler.py:1769] Sequence group 77 is preempted by "
         "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
@@ -51,14 +52,6 @@ def replaced(field: str, old: str, new: str) -> str:
     value = load_engine("vllm").log_patterns[0].__getattribute__(field)
     assert old in value
     return value.replace(old, new, 1)
-
-
-def refused(path: Path) -> str:
-    with pytest.raises(LlmdashError) as caught:
-        load_catalog(path)
-    message = str(caught.value)
-    assert "\n" not in message and message.startswith(f"{path}: ")
-    return message
 
 
 def write_program(directory: Path, text: str) -> Path:

@@ -4,7 +4,10 @@ is a deliberate change the tests notice (tests/engines/test_catalog.py checks it
 import shutil
 from pathlib import Path
 
-from llmdash.engines.catalog import CATALOG_DIR
+import pytest
+
+from llmdash.engines.catalog import CATALOG_DIR, load_catalog
+from llmdash.errors import LlmdashError
 
 ENGINES = ["dynamo", "llama-cpp", "lmdeploy", "nim", "ray-serve-vllm", "sglang", "tensorrt-llm-serve",
            "tensorrt-llm-triton", "tgi", "vllm"]
@@ -15,3 +18,12 @@ def copy_catalog(directory: Path, engine: str = "vllm") -> Path:
     target = directory / f"{engine}.yaml"
     shutil.copy(CATALOG_DIR / f"{engine}.yaml", target)
     return target
+
+
+def refused(path: Path) -> str:
+    """The one-line error loading the catalog at `path` gives (it must be refused, and name the file first)."""
+    with pytest.raises(LlmdashError) as caught:
+        load_catalog(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{path}: ")
+    return message
