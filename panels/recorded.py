@@ -352,11 +352,14 @@ INF_BUCKET = Matcher(BUCKET_LABEL, "=", "+Inf")   # the same text in every expor
 class RecordedSignals(SignalsBase):
     """The signals answered from recorded series. `scope` is the raw scope (the matchers a dashboard or
     the rules put on raw series), of which only matchers on labels the recorded series keep apply.
-    Questions the layer does not record raise; raw-only questions are asked of `.raw` explicitly."""
+    Questions the layer does not record raise; raw-only questions are asked of `.raw` explicitly. `inline`: each
+    recorded series is read as its own expression over raw series instead (see `inlined`)."""
 
-    def __init__(self, spec, config, scope: tuple[Matcher, ...], window: str, layer: RecordingLayer | None = None):
+    def __init__(self, spec, config, scope: tuple[Matcher, ...], window: str, layer: RecordingLayer | None = None,
+                 inline: bool = False):
         super().__init__(spec, config, scope, window)
         self.layer = layer if layer is not None else recording_layer(spec, config)
+        self.inline = inline
         # the labels recorded series carry, so a per-model aggregate and a recorded series still match
         self.recorded_model = tuple(config.fleet.group_by) + (MODEL_LABEL, ENGINE_LABEL)
         kept = set(self.instance_group)
@@ -378,8 +381,16 @@ class RecordedSignals(SignalsBase):
                quantile: float | None = None, level: Level = Level.MODEL) -> Series:
         return self.layer.get(Key(signal, role, window, quantile, level))
 
+    def inlined(self) -> "RecordedSignals":
+        """The same questions, each recorded series read as its recording rule's own expression: for a ruler whose
+        alerts see the recorded series of the previous evaluation only (vmalert writes them back by remote write),
+        the same answer without waiting for them."""
+        return RecordedSignals(self.spec, self.config, self.scope, self.window, self.layer, inline=True)
+
     def selector(self, series: Series, matchers: tuple[Matcher, ...] = ()) -> str:
         """The series under the scope; the instance matcher applies to instance-level series only."""
+        if self.inline and not matchers:
+            return f"({series.expr})"
         instance = self.config.fleet.instance_label
         scope = self.recorded_scope if series.key.level is Level.INSTANCE else tuple(
             m for m in self.recorded_scope if m.label != instance)

@@ -15,8 +15,6 @@ pages, the instance), so a label never flips while an alert is pending.
 
 from __future__ import annotations
 
-import re
-
 import yaml
 
 from llmdash.durations import duration, seconds
@@ -187,14 +185,6 @@ def _rank(sig: Signals) -> str:
                    for label in sig.spec.ranks.unit)
 
 
-def reading_raw(sig: RecordedSignals, expr: str) -> str:
-    """`expr` with every recorded series it reads replaced by that series' own expression (over raw series):
-    the same answer without waiting for the recording to be written back and become visible."""
-    for series in sig.layer.series:
-        expr = re.sub(r"(?<![\w:])" + re.escape(sig.selector(series)), lambda _m, e=series.expr: f"({e})", expr)
-    return expr
-
-
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     """Per KV-cache unit (instance and data-parallel rank): one replica or rank thrashing pages and is named;
     rare preemptions spread over a fleet, a steady low share and a single moment's evictions do not."""
@@ -202,12 +192,13 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
         return None
     p = config.preemption
     instance = "{{ $labels." + config.fleet.instance_label + " }}"
-    short = sig.preemption_share(sig.unit_group, p.short_window)
-    long = sig.preemption_share(sig.unit_group, p.long_window)
+    read = sig if RULERS[config.rules.target].fresh_recordings else sig.inlined()
+    short = read.preemption_share(read.unit_group, p.short_window)
+    long = read.preemption_share(read.unit_group, p.long_window)
     if sig.preemption_is_counter:
         min_rate = p.min_events / seconds(p.short_window)
         expr = (f"({short} >= {p.page_share:g}) and ({long} >= {p.confirm_share:g}) "
-                f"and ({sig.instance_preemptions(p.short_window)} >= {min_rate:.6g})")
+                f"and ({read.instance_preemptions(p.short_window)} >= {min_rate:.6g})")
         what = (f"{{{{ $value | humanizePercentage }}}} as many preemptions as finished requests over {p.short_window} "
                 f"(page at {p.page_share:.1%} held for {p.alert_for}, confirmed by {p.confirm_share:.1%} over "
                 f"{p.long_window} and at least {p.min_events:g} preemptions; finished requests count as at least "
@@ -219,8 +210,6 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
                 f"of the last {p.long_window})")
     side = (" On SGLang the *Retracted tokens/s* panel tells whether the recompute is prompt-side (long contexts "
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
-    if not RULERS[config.rules.target].fresh_recordings:
-        expr = reading_raw(sig, expr)
     return _alert(
         sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
         f"{sig.spec.title} instance {instance}{_rank(sig)} is preempting requests of {_where(config)}",
