@@ -117,8 +117,9 @@ def build_outputs_block() -> str:
 
 
 def scenarios_block() -> str:
-    lines = ["| Scenario | What happens | Models × replicas | Clusters | Onset at | Simulated |", "|---|---|---|---|---|---|"]
-    for name in scenarios.FLEET_SCENARIOS:
+    lines = ["| Scenario | What happens | Models × replicas | Clusters | Onset at | Simulated |",
+             "|---|---|---|---|---|---|"]
+    for name in scenarios.SCENARIOS:
         scenario = scenarios.build(name)
         shape = ", ".join(f"{model.name} × {len(model.replicas)}" for model in scenario.models)
         clusters = _ordered(r.cluster for model in scenario.models for r in model.replicas if r.cluster)
@@ -131,7 +132,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "alerts": alerts_block,
     "held-expression": held_expression_block,
     "build-outputs": build_outputs_block,
-    "fleet-scenarios": scenarios_block,
+    "scenarios": scenarios_block,
 }
 
 

@@ -29,7 +29,8 @@ from llmdash.errors import EXIT_DRIFT, EXIT_OK
 pytestmark = [
     pytest.mark.publish,
     pytest.mark.skipif(not os.environ.get("GRAFANA_URL"),
-                       reason="GRAFANA_URL is not set: live Grafana test is opt-in (see docs/publishing-and-grafana-versions.md, "Tests")"),
+                       reason="GRAFANA_URL is not set: live Grafana test is opt-in "
+                              "(see docs/publishing-and-grafana-versions.md#tests)"),
 ]
 
 
