@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import pytest
 
-from llmdash import docblocks
+from llmdash import docblocks, docgen, durations
 from llmdash.build import PART_SCOPES, build_dashboards, build_rule_files, generated_files
 from llmdash.cli.main import COMMANDS
 from llmdash.config import Config, Rules, load_config
@@ -214,6 +214,53 @@ def test_a_wrong_figure_is_found(text, found, built):
 ])
 def test_a_right_figure_passes(text, built):
     assert disagreements(text, built) == []
+
+
+# A figure written right beside a config key, `5 minutes (`divergence.window`)` or `divergence.window`: 5m,
+# is that key's default.
+UNIT = r"(?:minutes?|seconds?|hours?|days?|ms|[smhdw]|%)"
+BESIDE_KEY = re.compile(rf"(\d+(?:\.\d+)?)\s?({UNIT})?`?\s\(`([a-z_]+\.[a-z_.]+)`"
+                        rf"|`([a-z_]+\.[a-z_.]+)`(?::| is| =|,? default| by default)\s`?(\d+(?:\.\d+)?)\s?({UNIT})?`?")
+SECONDS = {"ms": 0.001, "s": 1, "second": 1, "m": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400,
+           "w": 604800}
+
+
+def _amount(number: str, unit: str | None) -> float:
+    if not unit:
+        return float(number)
+    if unit == "%":
+        return float(number) / 100
+    return float(number) * SECONDS[unit.removesuffix("s") if len(unit) > 2 else unit]
+
+
+def config_disagreements(text: str) -> list[str]:
+    defaults = {key: value for key, _, value in docgen.config_keys()}
+    wrong = []
+    for match in BESIDE_KEY.finditer(without_generated_blocks(text)):
+        number, unit, key = (match[1], match[2], match[3]) if match[3] else (match[5], match[6], match[4])
+        if key not in defaults or isinstance(defaults[key], bool):
+            continue
+        default = defaults[key]
+        value = durations.seconds(default) if isinstance(default, str) else default
+        if not isinstance(value, (int, float)) or abs(_amount(number, unit) - value) > 1e-9:
+            wrong.append(f"{match[0]!r}: the default of {key} is {default!r}")
+    return wrong
+
+
+@pytest.mark.parametrize("path", hand_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_figure_beside_a_config_key_is_its_default(path):
+    assert config_disagreements(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("text, wrong", [
+    ("every panel rates over 6 minutes (`divergence.window`, the window the recording rules record)", True),
+    ("every panel rates over 5 minutes (`divergence.window`, the window the recording rules record)", False),
+    ("`preemption.keep_firing_for`: 10m", True),
+    ("the share `preemption.page_share` by default 3 %", False),
+    ("the share `preemption.page_share` by default 2 %", True),
+])
+def test_a_figure_beside_a_config_key_is_checked(text, wrong):
+    assert bool(config_disagreements(text)) is wrong
 
 
 # ---- command line -------------------------------------------------------------------------------------------
