@@ -8,8 +8,8 @@ the day the code changes (issue 27 found a divergence `for` of "6m" that was 7m,
     (written by `python -m llmdash.docgen`; edits here are overwritten)
     <!-- end generated: alerts -->
 
-and `llmdash.docgen` fills every marked block from the built rules, the build's output layout, the
-Kubernetes layout and the scenario definitions, so `python -m llmdash.docgen --check` (run by the test
+and `llmdash.docgen` fills every marked block from the built rules, the build's output layout and the
+scenario definitions, so `python -m llmdash.docgen --check` (run by the test
 suite) fails when a committed block is stale. Figures prose must still name are checked against the built
 rules by tests/docs/test_figures.py.
 """
@@ -96,8 +96,9 @@ def _code(items) -> str:
 def alerts_block() -> str:
     lines = ["| Alert | Engines | Severity | Windows read | Comparisons in the expression | `for` | "
              "`keep_firing_for` |", "|---|---|---|---|---|---|---|"]
-    order = {name: i for i, name in enumerate(_ordered(f.alert for f in alert_figures()))}
-    for figures, engines in sorted(alert_figures().items(), key=lambda item: order[item[0].alert]):
+    rows = alert_figures()
+    order = {name: i for i, name in enumerate(_ordered(f.alert for f in rows))}
+    for figures, engines in sorted(rows.items(), key=lambda item: order[item[0].alert]):
         lines.append(f"| `{figures.alert}` | {', '.join(engines)} | {figures.severity} | {_code(figures.windows)} "
                      f"| {_code(figures.comparisons)} | `{figures.duration}` | "
                      f"{f'`{figures.keep_firing_for}`' if figures.keep_firing_for else '–'} |")
