@@ -19,7 +19,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
-from llmdash.rules.generate import alert_labels, alert_names, runbook_url
+from llmdash.rules.identity import alert_labels, carried_alerts, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
                                 ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, TAG, Alert, Annotations,
                                 Role, dashboard_uid)
@@ -71,7 +71,7 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
     panel_signals = signals_for(spec, config, scope, config.divergence.window)
     panels = []
-    alerts = set(alert_names(spec, config))
+    alerts = carried_alerts(spec, config)
     for title, _question, builders in ROWS:
         chosen = []
         for build in builders:

@@ -28,7 +28,8 @@ from pathlib import Path
 import yaml
 
 from llmdash.config import Config
-from llmdash.rules.generate import build_rules, rule_group, rule_scope
+from llmdash.rules.generate import build_rules, rule_group
+from llmdash.rules.identity import rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
