@@ -35,7 +35,7 @@ from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
 from llmdash.errors import EXIT_REMOTE, LlmdashError
 from llmdash.panels.signals import Signals
-from llmdash.vocabulary import ENGINE_LABEL
+from llmdash.vocabulary import ENGINE_LABEL, Role
 
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"
@@ -75,8 +75,9 @@ def naive_rules(spec: EngineSpec, config: Config) -> dict:
     """Two alerts an SRE might write without this project, from the same signals."""
     sig = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     d = config.divergence
-    role = sig.token_latency_role or "ttft"   # a mean-only engine: the naive SRE puts the ITL threshold on the mean
-    threshold = (config.thresholds.itl_p99_seconds if role != "ttft" else config.thresholds.ttft_p99_seconds).critical
+    role = sig.token_latency_role or Role.TTFT   # a mean-only engine: the naive SRE puts the ITL threshold on the mean
+    levels = config.thresholds.itl_p99_seconds if role != Role.TTFT else config.thresholds.ttft_p99_seconds
+    threshold = levels.critical
     rules = [
         {"alert": NAIVE_THROUGHPUT_DROP, "expr": f"{sig.throughput_vs_baseline()} < {1 - d.throughput_band:g}",
          "for": d.alert_for, "labels": {ENGINE_LABEL: spec.id}},
