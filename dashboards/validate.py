@@ -29,7 +29,7 @@ RANGE_FUNCTIONS = {"rate", "increase", "irate"}
 PRESENCE_AGGREGATIONS = {"group", "count"}
 # Every panel rates over one window (the recorded window), so no two panels, and no raw and recorded
 # dashboard, disagree because of their windows. (type, key) of the panels allowed another window: a trailing
-# baseline is a window by definition, and the paused-requests tile reads the alert's window (a
+# baseline is a window by definition, and the paused-requests tile reads the Preemption annotation's window (a
 # latest-iteration gauge needs many scrapes).
 FIXED_WINDOW_PANELS = {("timeseries", Panel.DIVERGENCE), ("stat", Panel.PAUSED)}
 PANEL_KEYS = {title: key for key, title in PANEL_TITLES.items()}   # a panel's stable key, from its title

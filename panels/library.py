@@ -119,11 +119,13 @@ def preemption_tile(sig: Signals, config):
             "*Divergence* annotation.", width=3)
     kind = sig.spec.signal(Role.PREEMPTIONS).sources[0].kind
     # A gauge of the latest iteration is caught by few scrapes: over the chart's short interval the
-    # tile reads 0 through most of a collapse, so it reads the alert's and annotation's window.
-    window = None if kind == "counter" else config.preemption.window
+    # tile reads 0 through most of a collapse, so it reads the Preemption annotation's window.
+    p = config.preemption
+    window = None if kind == "counter" else p.window
     what = ("Requests preempted per second (KV blocks freed, work recomputed later)." if kind == "counter"
             else "Most requests paused (KV blocks freed, recomputed later) in one engine iteration "
-                 f"within the last {config.preemption.window}, the window the alert and the annotation use.")
+                 f"within the last {p.window}, the window the Preemption annotation uses (the page reads the share "
+                 f"of the last {p.short_window} in which requests were paused, confirmed over {p.long_window}).")
     return builders.stat(
         PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
                                           Role.PREEMPTIONS),
