@@ -20,7 +20,8 @@ def latency_levels(config, role: str):
 
 
 def metrics_used(sig: Signals, *roles: str) -> str:
-    """'Metrics: `a`, `b` (fallback)' for the description, names exactly as scraped."""
+    """'Metrics: `a`, `b` (fallback)' for the description, names exactly as scraped; "" where the engine exports
+    none of `roles` (a "no metric" panel says so in its own words)."""
     names = []
     for role in roles:
         if not sig.spec.has(role):
@@ -32,7 +33,7 @@ def metrics_used(sig: Signals, *roles: str) -> str:
             label = f"`{source.series}{matchers}`{kind}{per}" + (" (fallback for older versions)" if i else "")
             if label not in names:
                 names.append(label)
-    return "Metrics: " + ", ".join(names) + "."
+    return "Metrics: " + ", ".join(names) + "." if names else ""
 
 
 def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
