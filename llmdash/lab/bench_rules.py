@@ -201,14 +201,14 @@ class SizeCost:
     replicas: int
     series_scraped: int
     groups: list[GroupCost]
-    cpu_s_per_interval: float   # Prometheus' CPU with the rules loaded less its CPU without them
+    cpu_s_per_evaluation: float   # per evaluation: Prometheus' CPU with the rules less its CPU without them
     interval_s: float
     doctor_s: float = float("nan")      # `llmdash doctor --prometheus` against this fleet, wall clock
     doctor_exit: int = 0
 
     @property
     def cpu_share(self) -> float:
-        return self.cpu_s_per_interval / self.interval_s
+        return self.cpu_s_per_evaluation / self.interval_s
 
 
 def _samples_read(server: PrometheusServer, group: dict, at: float) -> int:
@@ -286,13 +286,16 @@ def measure_size(engine: str, replicas: int, rule_file: Path, interval_s: float,
                 seen.setdefault(group["name"], []).append((stamp, float(group["evaluationTime"])))
             if cpu_began is None and seen:                     # CPU from the first evaluation on, not the reload
                 cpu_began, cpu_used = time.monotonic(), _cpu_seconds(server.proc.pid)
+                cpu_seen = max(map(len, seen.values()))
             if len(seen) == len(model["groups"]) and all(len(s) > evaluations for s in seen.values()):
                 break
             time.sleep(min(1.0, interval_s / 5))
         else:
             raise RuntimeError(f"{replicas} replicas: fewer than {evaluations + 1} evaluations of every group "
                                "before the deadline")
-        with_rules = (_cpu_seconds(server.proc.pid) - cpu_used) / (time.monotonic() - cpu_began)
+        # per evaluation, not per interval: a group slower than its interval skips evaluations
+        spent = _cpu_seconds(server.proc.pid) - cpu_used - idle * (time.monotonic() - cpu_began)
+        evaluated = max(1, max(len(s) for s in seen.values()) - cpu_seen)
         now = time.time()
         out = []
         for group in model["groups"]:
@@ -300,7 +303,7 @@ def measure_size(engine: str, replicas: int, rule_file: Path, interval_s: float,
             out.append(GroupCost(replicas, group["name"], seconds(group.get("interval", f"{interval_s:g}s")),
                                  statistics.median(m[1] for m in measured), _samples_read(server, group, now),
                                  _series_written(server, group, now), len(measured)))
-        return SizeCost(replicas, len(series), out, (with_rules - idle) * interval_s, interval_s,
+        return SizeCost(replicas, len(series), out, spent / evaluated, interval_s,
                         *_doctor_seconds(server))
     finally:
         server.stop()
@@ -341,13 +344,13 @@ def table(engine: str, sizes: list[SizeCost]) -> str:
                      f"| {total_eval:.3f} | {total_eval / size.interval_s:.1%} | "
                      f"{sum(g.samples for g in size.groups):,} | {sum(g.series for g in size.groups):,} | "
                      f"{sum(g.series for g in size.groups) / size.replicas:.1f} |")
-    lines += ["", "| replicas | rule CPU per interval | share of interval | `llmdash doctor --prometheus` |",
+    lines += ["", "| replicas | rule CPU per evaluation | share of interval | `llmdash doctor --prometheus` |",
               "|---|---|---|---|"]
-    lines += [f"| {s.replicas} | {s.cpu_s_per_interval:.3f} s | {s.cpu_share:.1%} | {s.doctor_s:.1f} s "
+    lines += [f"| {s.replicas} | {s.cpu_s_per_evaluation:.3f} s | {s.cpu_share:.1%} | {s.doctor_s:.1f} s "
               f"(exit {s.doctor_exit}) |" for s in sizes]
     fits = {
         "evaluation time": [(s.replicas, sum(g.eval_s for g in s.groups)) for s in sizes],
-        "CPU": [(s.replicas, s.cpu_s_per_interval) for s in sizes],
+        "CPU": [(s.replicas, s.cpu_s_per_evaluation) for s in sizes],
         "samples read": [(s.replicas, sum(g.samples for g in s.groups)) for s in sizes],
         "series added": [(s.replicas, sum(g.series for g in s.groups)) for s in sizes],
     }

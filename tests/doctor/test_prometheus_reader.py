@@ -1,5 +1,5 @@
-"""What the doctor asks a Prometheus: one count by the labels it judges, not every replica's series; each
-replica's series only for a histogram whose replicas carry different buckets."""
+"""What the doctor asks a Prometheus: a count by the labels it judges, one query a name, not every replica's
+series; each replica's series only for a histogram whose replicas carry different buckets."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def prometheus(series: list[dict[str, str]]):
             wanted = params["match[]"].split("{")[0]
             data = [s for s in series if s["__name__"] == wanted]
         else:
-            kept = re.match(r"count by \(([^)]*)\)", params["query"]).group(1).split(", ")
+            found = re.fullmatch(r"count by \(([^)]*)\) \(([^{)]*)\)", params["query"])
+            kept, name = found.group(1).split(", "), found.group(2)
             counts: dict[tuple, int] = {}
-            for s in series:
+            for s in (s for s in series if s["__name__"] == name):
                 key = tuple((k, s[k]) for k in kept if k in s)
                 counts[key] = counts.get(key, 0) + 1
             data = {"resultType": "matrix",
@@ -54,14 +55,15 @@ def read(series):
 
 def test_replicas_alike_are_one_label_set_from_one_count():
     inventory, paths = read(replica("a", ["0.1", "0.5", "+Inf"]) + replica("b", ["0.1", "0.5", "+Inf"]))
-    assert paths == ["/api/v1/label/__name__/values", "/api/v1/query_range"]
+    assert paths == ["/api/v1/label/__name__/values", "/api/v1/query_range", "/api/v1/query_range"]   # a name each
     assert inventory.series["vllm:num_requests_running"] == [{"model_name": "m", "engine": "0"}]
     assert sorted(s["le"] for s in inventory.series[NAME]) == ["+Inf", "0.1", "0.5"]
 
 
 def test_replicas_with_different_buckets_are_read_series_by_series():
     inventory, paths = read(replica("a", ["0.1", "0.5", "+Inf"]) + replica("b", ["0.1", "0.2", "0.5", "+Inf"]))
-    assert paths == ["/api/v1/label/__name__/values", "/api/v1/query_range", "/api/v1/series"]
+    assert paths == ["/api/v1/label/__name__/values", "/api/v1/query_range", "/api/v1/query_range",
+                     "/api/v1/series"]
     assert len(inventory.series[NAME]) == 7 and {s["pod"] for s in inventory.series[NAME]} == {"a", "b"}
     assert inventory.series["vllm:num_requests_running"] == [{"model_name": "m", "engine": "0"}]
 
