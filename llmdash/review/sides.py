@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from llmdash.engines.catalog import CATALOG_DIR_ENV
+from llmdash import safepath
 from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES, read_text
 from llmdash.redact import safe_line, scrub
@@ -279,6 +280,10 @@ def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: 
             continue
         found = True
         shown = f"{_short(name)}:{file}"
+        # A name git hands over is the branch author's: checked before anything about it is used.
+        target = safepath.inside(destination, file, f"{_short(name)}: git entry")
+        if not PurePosixPath(file).is_relative_to(path):
+            raise LlmdashError(f"{_short(name)}: git entry {safepath.shown(file)} is not under {path}/")
         if kind != "blob" or mode not in ("100644", "100755"):
             raise LlmdashError(f"{safe_line(shown)}: {what} is not a plain file (git mode {mode})")
         if int(size) > limit:
@@ -286,9 +291,12 @@ def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: 
         content = _git(ws.repo, "cat-file", "blob", blob, binary=True)
         if content.returncode != 0:
             raise LlmdashError(f"git cat-file {blob[:12]} failed")
-        target = destination.joinpath(*PurePosixPath(file).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.stdout)
+        try:
+            with open(target, "xb") as handle:  # a fresh file in the private work directory, never one that exists
+                handle.write(content.stdout)
+        except OSError as exc:  # a tree listing one name twice, or a name the file system refuses
+            raise LlmdashError(f"{safe_line(shown)}: cannot extract {what} ({exc.strerror or exc})") from None
     return found
 
 
