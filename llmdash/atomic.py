@@ -203,14 +203,15 @@ def _regular_file_bytes(path: Path | str, dir_fd: int | None = None) -> bytes | 
         fd = os.open(path, _FILE, dir_fd=dir_fd)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ_BACK_BYTES:
-                return None
-            raw = handle.read(MAX_READ_BACK_BYTES + 1)
-        except OSError:
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ_BACK_BYTES:
             return None
+        raw = os.read(fd, MAX_READ_BACK_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return None if len(raw) > MAX_READ_BACK_BYTES else raw
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
-from llmdash.redact import escape_controls
+from llmdash.redact import error_line, escape_controls
 from llmdash.review import sides
 from llmdash.review.compare import V2_SUFFIX, diff_outputs
 from llmdash.review.render import render_markdown, render_text
@@ -82,7 +82,7 @@ def _config_path(ctx: click.Context) -> Path | None:
 
 
 def _fail(error: LlmdashError) -> None:
-    click.echo(f"error: {error}", err=True)
+    click.echo(error_line(error), err=True)
     sys.exit(error.exit_code)
 
 
