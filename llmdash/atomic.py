@@ -207,7 +207,7 @@ def _regular_file_bytes(path: Path | str, dir_fd: int | None = None) -> bytes | 
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ_BACK_BYTES:
             return None
-        raw = os.read(fd, MAX_READ_BACK_BYTES + 1)
+        raw = os.read(fd, min(info.st_size, MAX_READ_BACK_BYTES) + 1)   # a buffer of the file's size, not the cap's
     except OSError:
         return None
     finally:

@@ -87,5 +87,21 @@ def test_a_manifest_entry_that_is_no_plain_relative_path_sets_the_manifest_aside
     manifest["files"][entry] = hashlib.sha256(b"B\n").hexdigest()
     (out / atomic.MANIFEST).write_text(json.dumps(manifest))
     outcome = atomic.update_outputs(out, SECOND, ["mtail"])
-    assert outcome.ignored_manifest.startswith("entry ") and "is not a path inside the directory" in outcome.ignored_manifest
+    assert outcome.ignored_manifest.startswith("entry ")
+    assert "is not a path inside the directory" in outcome.ignored_manifest
     assert (out / "mtail" / "b.mtail").exists()      # nothing a damaged manifest lists is removed
+
+
+def test_a_huge_existing_output_is_replaced_without_being_read(out):
+    """Issue 28: a 1 GB dashboards/vllm.json was read whole (2.1 GB of memory) to compare it with the new one."""
+    import tracemalloc
+    with open(out / "mtail" / "a.mtail", "w") as huge:
+        huge.truncate(256 << 20)   # sparse: no disk, but 256 MiB to read
+    tracemalloc.start()
+    try:
+        outcome = atomic.plan_outputs(out, SECOND, ["mtail"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.written == ["mtail/a.mtail"]
+    assert peak < 8 << 20, f"{peak} bytes allocated"
