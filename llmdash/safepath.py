@@ -1,7 +1,7 @@
 """The one check every name llmdash did not choose goes through before it becomes a path on disk.
 
 Names arrive from git (`git ls-tree` of a revision a branch author controls: a tree object made with
-`git hash-object --literally` can hold an entry named `../../X.yaml` or `/etc/X`) and from an output
+`git hash-object --literally` can hold an entry whose name climbs out with `..` or starts with `/`) and from an output
 directory's manifest (a file anyone can edit). Such a name is accepted only as a relative path of plain
 components: no empty, `.` or `..` component, not absolute, no NUL, each component at most NAME_MAX bytes
 and the whole at most MAX_NAME_BYTES. Joined onto its directory it must then still lie inside that

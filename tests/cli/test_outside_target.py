@@ -76,7 +76,7 @@ def assert_refused(result, message):
 
 
 # llmdash's work directory is $TMPDIR/llmdash-diff-*/tree-<commit>/engines: four levels up is the test's folder.
-ENGINE_ESCAPES = ["../../../../sibling/existing.yaml", "../../../../sibling/new.yaml"]
+ENGINE_ESCAPES = ["../" * 4 + "sibling/existing.yaml", "../" * 4 + "sibling/new.yaml"]
 
 
 def test_diff_refuses_a_revisions_catalog_name_leaving_the_work_directory(tmp_path, place):
@@ -100,7 +100,7 @@ def test_plain_diff_refuses_a_committed_dashboard_name_leaving_the_work_director
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
     # $TMPDIR/llmdash-diff-*/committed/generated/dashboards: five levels up is the test's folder
-    escape = "../../../../../sibling/existing.json"
+    escape = "../" * 5 + "sibling/existing.json"
     evil_branch(repo, "generated/dashboards", [escape], branch="main")   # HEAD itself
     assert_refused(run("diff", cwd=repo, env=env),
                    f"HEAD: git entry 'generated/dashboards/{escape}' has an empty, '.' or '..' component; "
