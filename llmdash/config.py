@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from llmdash.durations import seconds
 from llmdash.engines.catalog import available_engines
+from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
 from llmdash.rules.alertmanager import ROUTE_GROUP_LABELS
@@ -32,7 +33,6 @@ GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$"
 PROMETHEUS_EVALUATION_INTERVAL = "1m"   # Prometheus' default global evaluation_interval
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253

@@ -79,11 +79,7 @@ class _Build:
     def leaf(self, expr: str) -> str:
         """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
         label), so every engine's recorded series have the same labels."""
-        model = self.spec.model_label
-        if model == MODEL_LABEL:
-            return expr
-        with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
-        return f'label_replace({with_name}, "{model}", "", "", "")'
+        return promql.as_model_name(expr, self.spec.model_label, keep=False)
 
 
 def _one(_raw) -> tuple:

@@ -24,7 +24,8 @@ from llmdash.engines.catalog import load_engine
 from llmdash.lab import scenarios
 from llmdash.lab.promserver import PrometheusServer
 from llmdash.rules.alertmanager import PAGE, TICKET, alertmanager_config
-from llmdash.rules.generate import INHIBITED, build_rules, render_rules
+from llmdash.rules.generate import build_rules, render_rules
+from llmdash.rules.identity import INHIBITED
 from llmdash.vocabulary import Alert
 from tests.support.alertmanager import AlertmanagerServer, WebhookReceiver
 

@@ -14,7 +14,7 @@ import yaml
 from llmdash.build import ALERTMANAGER_CONFIG, generated_files
 from llmdash.config import Config, load_config
 from llmdash.errors import LlmdashError
-from llmdash.rules.generate import inhibit_rules
+from llmdash.rules.identity import inhibit_rules
 
 pytestmark = pytest.mark.e2e     # runs Debian's amtool
 
