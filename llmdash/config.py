@@ -20,6 +20,7 @@ from llmdash.engines.catalog import available_engines
 from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
+from llmdash.rules.alertmanager import ROUTE_GROUP_LABELS
 from llmdash.rules.targets import TARGETS
 from llmdash.panels.signals import PAUSED_RESOLUTION
 
@@ -424,10 +425,10 @@ def _check(config: Config, path: Path) -> None:
         if value_s == 0 and not key.endswith("_for"):
             bad(key, "must be longer than 0s")
     refresh = config.dashboard.refresh
-    if refresh and not (GRAFANA_REFRESH.match(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
+    if refresh and not (GRAFANA_REFRESH.fullmatch(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
         bad("dashboard.refresh", f"expected a Grafana refresh interval from 5s to 1d like 30s, 1m, 1h "
                                  f"(or false for none), got {shorten(refresh)}")
-    if not GRAFANA_RELATIVE_TIME.match(config.dashboard.time_from):
+    if not GRAFANA_RELATIVE_TIME.fullmatch(config.dashboard.time_from):
         bad("dashboard.time_from", f"expected a Grafana relative time like now-3h, now-7d or now/d, "
                                    f"got {shorten(config.dashboard.time_from)}")
     if seconds(div.baseline_window) < 4 * seconds(div.window):
@@ -468,13 +469,20 @@ def _check(config: Config, path: Path) -> None:
             bad("fleet", f"{label!r} is not a label name to group by")
     if config.fleet.instance_label in config.fleet.group_by:
         bad("fleet.group_by", f"{config.fleet.instance_label!r} is the instance label; grouping by it is per instance")
+    # Alertmanager refuses a route whose group_by names a label twice; every route already groups by these.
+    for label in dict.fromkeys(config.fleet.group_by):
+        if label in ROUTE_GROUP_LABELS:
+            bad("fleet.group_by", f"{label!r} is already grouped by: every alert groups by "
+                                  f"{', '.join(ROUTE_GROUP_LABELS)}")
+        elif config.fleet.group_by.count(label) > 1:
+            bad("fleet.group_by", f"{label!r} is listed more than once")
     for name in ("connect_timeout", "read_timeout"):
         if not 0 < getattr(config.grafana, name) <= MAX_TIMEOUT_SECONDS:
             bad(f"grafana.{name}", f"must be above 0 and at most {MAX_TIMEOUT_SECONDS} seconds")
     if config.grafana.api not in ("auto", "legacy", "resource"):
         bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
     namespace = config.grafana.namespace
-    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.fullmatch(namespace)):
         bad("grafana.namespace", f"{namespace!r} is not a namespace like default, org-2 or stacks-12345")
     template = config.alerts.runbook_url_template
     if template is not None:
@@ -486,6 +494,8 @@ def _check(config: Config, path: Path) -> None:
     _check_kubernetes(config.kubernetes, bad)
 
 
+# A build takes about 0.05 s per objective: 100 build in seconds, where 10,000 would take many minutes.
+MAX_OBJECTIVES = 100
 SLO_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 SLIS = ("ttft", "token_latency", "availability")
 LONGEST_ALERT_WINDOW_S = 3 * 86400   # the slow burn-rate pair's long window
@@ -496,10 +506,13 @@ FASTEST_BURN = 14.4
 def _check_objectives(config: Config, known: list[str], bad) -> None:
     """Every key of every objective; what depends on an engine's catalog (bucket bounds, error counters) is
     checked when its rules are built."""
+    if len(config.slo.objectives) > MAX_OBJECTIVES:
+        bad("slo.objectives", f"{len(config.slo.objectives)} objectives; at most {MAX_OBJECTIVES} are built "
+                              "(each adds recording rules, two alert pairs and dashboard panels)")
     covered: dict[tuple[str, str], int] = {}
     for i, o in enumerate(config.slo.objectives):
         key = f"slo.objectives[{i}]"
-        if not SLO_NAME.match(o.name):
+        if not SLO_NAME.fullmatch(o.name):
             bad(f"{key}.name", f"{shorten(o.name)} is not a name of lower-case letters, digits and _ (at most 40)")
         if o.kind not in SLIS:
             bad(f"{key}.sli", f"expected one of {', '.join(SLIS)}, got {shorten(o.kind)}"
@@ -539,14 +552,14 @@ def _check_objectives(config: Config, known: list[str], bad) -> None:
 
 def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
     """The rules the API server applies to namespaces, label keys and values, annotation keys."""
-    if len(k8s.namespace) > 63 or not DNS1123_LABEL.match(k8s.namespace):
+    if len(k8s.namespace) > 63 or not DNS1123_LABEL.fullmatch(k8s.namespace):
         bad("kubernetes.namespace", f"{k8s.namespace!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-', max 63)")
     for key, labels in (("dashboard_labels", k8s.dashboard_labels), ("instance_selector", k8s.instance_selector),
                         ("rule_labels", k8s.rule_labels)):
         for name, value in labels.items():
             if problem := kubernetes_key_problem(name):
                 bad(f"kubernetes.{key}", f"label name {name!r} {problem}")
-            if len(value) > 63 or (value and not QUALIFIED_NAME.match(value)):
+            if len(value) > 63 or (value and not QUALIFIED_NAME.fullmatch(value)):
                 bad(f"kubernetes.{key}", f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
                                          "starting and ending alphanumeric")
     if k8s.folder_annotation and (problem := kubernetes_key_problem(k8s.folder_annotation)):
@@ -558,9 +571,9 @@ def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
 def kubernetes_key_problem(key: str) -> str | None:
     """Why `key` is not a valid label/annotation key ([prefix/]name), or None."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         return "has a prefix that is not a DNS-1123 subdomain"
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not QUALIFIED_NAME.fullmatch(name):
         return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
     return None
 

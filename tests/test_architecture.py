@@ -17,6 +17,7 @@ LAYERS = {
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,
+    "llmdash.safepath": 0,
     "llmdash.durations": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,

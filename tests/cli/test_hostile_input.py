@@ -465,6 +465,13 @@ def test_usage_errors_are_one_line(args, fragment):
                                    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
                          ids=["recursion", "memory", "unicode"])
 def test_a_parser_error_that_slips_through_is_still_one_line_exit_2(monkeypatch, capsys, error):
+    code, stderr = main_raising(monkeypatch, capsys, error)
+    assert code == 2
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1
+
+
+def main_raising(monkeypatch, capsys, error) -> tuple[int, str]:
+    """(exit code, stderr) of the `llmdash` entry point when the command it runs raises `error`."""
     from llmdash.cli import main as cli_main
 
     def explode(*_args, **_kwargs):
@@ -473,7 +480,17 @@ def test_a_parser_error_that_slips_through_is_still_one_line_exit_2(monkeypatch,
     monkeypatch.setattr(cli_main.cli, "main", explode)
     with pytest.raises(SystemExit) as exited:
         cli_main.main()
-    assert exited.value.code == 2
-    stderr = capsys.readouterr().err
-    assert stderr.startswith("error: ") and stderr.count("\n") == 1
+    return exited.value.code, capsys.readouterr().err
+
+
+def test_an_error_from_any_module_is_scrubbed_and_escaped(monkeypatch, capsys):
+    """Issue 28: every CLI error goes through redact.error_line (a config value's URL kept its password)."""
+    error = LlmdashError("x.yaml: got 'https://ops:PW-1@wiki/x'\nsecond")
+    assert main_raising(monkeypatch, capsys, error) == (2, "error: x.yaml: got 'https://***@wiki/x'\\x0asecond\n")
+
+
+def test_a_text_encoding_failure_says_so_rather_than_input_too_large(monkeypatch, capsys):
+    failure = UnicodeEncodeError("ascii", "g\xe9n", 1, 2, "ordinal not in range(128)")
+    assert main_raising(monkeypatch, capsys, failure) == (
+        2, "error: text that ascii cannot carry (UnicodeEncodeError); use a UTF-8 locale such as LANG=C.UTF-8\n")
 

@@ -94,3 +94,25 @@ def test_without_objectives_the_build_is_unchanged():
     files = generated_files(load_config(ROOT / "llmdash.example.yaml"))
     check(files, ROOT / "generated")
     assert not [rel for rel, text in files.items() if "llm_slo_" in text or "SLOBurnRate" in text]
+
+
+def test_a_name_with_a_trailing_newline_is_refused(tmp_path):
+    """Issue 28: `$` also matches before a final newline; `slo="ttft\\n"` would reach every series and alert."""
+    message = refusal(tmp_path, ["vllm"], {"name": "ttft\n", "sli": "ttft", "target_seconds": 1, "objective": 0.99})
+    assert "slo.objectives[0].name: 'ttft\\n' is not a name of lower-case letters, digits and _" in message
+
+
+def test_a_fleet_label_with_a_trailing_newline_is_refused(tmp_path):
+    path = tmp_path / "llmdash.yaml"
+    path.write_text(yaml.safe_dump({"fleet": {"group_by": ["cluster\n"]}}))
+    with pytest.raises(LlmdashError, match=r"fleet: 'cluster\\n' is not a label name to group by"):
+        load_config(path)
+
+
+def test_more_objectives_than_are_built_are_refused_before_building(tmp_path):
+    """Issue 28: 10,000 objectives (580 KB of config) were still building after 120 s."""
+    objectives = [{"name": f"s{i}", "sli": "ttft", "target_seconds": 1, "objective": 0.99} for i in range(101)]
+    message = refusal(tmp_path, ["vllm"], *objectives)
+    assert message.endswith("slo.objectives: 101 objectives; at most 100 are built (each adds recording rules, "
+                            "two alert pairs and dashboard panels)")
+    config_with(tmp_path, ["vllm"], *objectives[:100])    # the bound itself is accepted
