@@ -34,6 +34,8 @@ def prometheus3_float(value: float) -> str:
     """How Prometheus 3 stores a classic histogram's `le` (and a summary's `quantile`) at ingestion:
     `labels.FormatOpenMetricsFloat`, Go's shortest `%g` with ".0" added where it has neither "." nor "e"
     (`5000` -> `5000.0`, `1` -> `1.0`, `1e-05` stays, `1000000` -> `1e+06`)."""
+    if math.isnan(value):
+        return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     digits, exponent = _shortest(value)
