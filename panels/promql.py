@@ -40,9 +40,8 @@ def prometheus3_float(value: float) -> str:
         return "+Inf" if value > 0 else "-Inf"
     digits, exponent = _shortest(value)
     point = exponent + 1                                   # digits before the decimal point
-    exponent_limit = len(digits) if 6 > len(digits) >= point else 6
     sign = "-" if value < 0 else ""
-    if exponent < -4 or exponent >= exponent_limit:
+    if exponent < -4 or exponent >= 6:                     # Go's shortest %g: %e outside [1e-4, 1e6)
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
     if point <= 0:
