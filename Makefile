@@ -60,7 +60,8 @@ test-unit: install
 test-e2e: deps install
 	$(PYTEST) -m e2e
 
-# Not part of `make test`: each mutant rebuilds generated/ in a temporary copy and runs its unit tests.
+# Not part of `make test` (its run time: docs/testing.md#mutation-score): each mutant runs its unit tests in a
+# temporary copy of the tree.
 WRITE ?=
 mutate: install
 	$(BIN)/python -m tests.mutation.mutants $(if $(WRITE),--write)

@@ -2,10 +2,12 @@
 
 Each mutant is (name, file, the exact original snippet, its replacement, the test files to run). The runner
 copies the tracked tree to a temporary directory (the working tree is never touched), applies one mutant there,
-rebuilds generated/ in the copy when the mutated file feeds it, runs the mutant's tests with `-m unit`, and
-reports it killed (a test failed) or survived (all passed). A snippet that is not in its file exactly once
-stops the run with the mutant's name: the table is anchored on small distinctive snippets, so a refactor that
-moves one is a one-line update here. tests/mutation/test_mutants.py checks every anchor in milliseconds.
+runs the mutant's tests with `-m unit`, and reports it killed (a test failed) or survived (all passed). Those
+tests build what they check in-process (rule files, dashboards) and read nothing under generated/
+(tests/mutation/test_mutants.py checks that), so the copy's generated/ needs no rebuild per mutant. A snippet
+that is not in its file exactly once stops the run with the mutant's name: the table is anchored on small
+distinctive snippets, so a refactor that moves one is a one-line update here; tests/mutation/test_mutants.py
+checks every anchor in milliseconds.
 
 `--write` puts the score table into docs/testing.md between the mutation-score markers, with the commit, date
 and run time. `--only NAME` runs the named mutants alone.
@@ -31,11 +33,11 @@ BEGIN, END = "<!-- mutation-score:begin (make mutate WRITE=1) -->", "<!-- mutati
 # The top-level folders installed as llmdash subpackages (pyproject's package-dir): linked into the copy's
 # llmdash/ so that `import llmdash.rules` there reads the copy, not the editable install's tree.
 LAYERS = ("engines", "panels", "dashboards", "rules")
-FEEDS_GENERATED = ("rules/", "panels/", "dashboards/", "engines/", "llmdash/config.py")
 
-RULES = ("tests/rules/test_alert_golden.py", "tests/dashboards/test_two_clusters.py")
+RULES = ("tests/rules/test_alert_golden.py",)
+GROUPING = ("tests/rules/test_alert_golden.py", "tests/dashboards/test_two_clusters.py")
 FLEET = ("tests/dashboards/test_two_clusters.py", "tests/dashboards/test_fleet_dashboards.py")
-FLOAT = ("tests/panels/test_prometheus3_float.py", "tests/dashboards/test_dashboards.py")
+FLOAT = ("tests/panels/test_prometheus3_float.py",)
 REDACT = ("tests/test_redact.py", "tests/test_redact_table.py")
 MANIFEST = ("tests/test_atomic.py",)
 
@@ -152,16 +154,17 @@ MUTANTS = [
     Mutant("SLO: for 0s -> 5m", "rules/slo.py", 'FOR = "0s"', 'FOR = "5m"', RULES),
     # --- grouping, in the rules and the fleet dashboard ---
     Mutant("grouping: per-model results drop the fleet labels", S,
-           "return tuple(config.fleet.group_by) + (spec.model_label,)", "return (spec.model_label,)", RULES),
+           "return tuple(config.fleet.group_by) + (spec.model_label,)", "return (spec.model_label,)", GROUPING),
     Mutant("grouping: the page is no longer per data-parallel rank", S,
-           "self.unit_group = self.instance_group + spec.ranks.unit", "self.unit_group = self.instance_group", RULES),
+           "self.unit_group = self.instance_group + spec.ranks.unit", "self.unit_group = self.instance_group",
+           GROUPING),
     Mutant("grouping: warnings wait for a page of any cluster", G,
            'where = ", ".join((ENGINE_LABEL, *config.fleet.group_by, MODEL_LABEL))',
-           'where = ", ".join((ENGINE_LABEL, MODEL_LABEL))', RULES),
+           'where = ", ".join((ENGINE_LABEL, MODEL_LABEL))', GROUPING),
     Mutant("grouping: inhibitions across clusters", G, "equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]",
-           "equal = [ENGINE_LABEL, MODEL_LABEL]", RULES),
+           "equal = [ENGINE_LABEL, MODEL_LABEL]", GROUPING),
     Mutant("grouping: the log page merges clusters", S, "        self.group = tuple(config.fleet.group_by)\n",
-           "        self.group = ()\n", RULES),
+           "        self.group = ()\n", GROUPING),
     Mutant("fleet: per-model aggregation drops cluster and namespace", "dashboards/fleet.py",
            "model_labels = (ENGINE_LABEL, *groups, MODEL_LABEL)", "model_labels = (ENGINE_LABEL, MODEL_LABEL)", FLEET,
            issue=True),
@@ -261,11 +264,6 @@ def run(tree: Path, mutant: Mutant) -> tuple[str, list[str]]:
     original = apply(tree, mutant)
     try:
         env = environment(tree)
-        if mutant.file.startswith(FEEDS_GENERATED):
-            build = subprocess.run([sys.executable, "-m", "llmdash.cli.main", "build"], cwd=tree, env=env,
-                                   capture_output=True, text=True)
-            if build.returncode != 0:   # the mutant breaks the build itself: killed by the build's own checks
-                return "killed", [f"llmdash build: {(build.stderr.strip().splitlines() or ['?'])[-1]}"]
         tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-m", "unit", "-p", "no:cacheprovider",
                                 "-rf", *mutant.tests], cwd=tree, env=env, capture_output=True, text=True)
         failed = [line.split(" ", 1)[1].split(" - ")[0] for line in tests.stdout.splitlines()
@@ -277,9 +275,6 @@ def run(tree: Path, mutant: Mutant) -> tuple[str, list[str]]:
         return "error", tests.stdout.splitlines()[-5:] + tests.stderr.splitlines()[-5:]
     finally:
         (tree / mutant.file).write_text(original)
-        if mutant.file.startswith(FEEDS_GENERATED):
-            shutil.rmtree(tree / "generated")
-            shutil.copytree(ROOT / "generated", tree / "generated", symlinks=True)
 
 
 # Why each known survivor survives (a mutant named here and killed is reported, so this list stays true).

@@ -1,5 +1,8 @@
 """The mutant table stays usable: every snippet is in its file exactly once (a refactor that moves one fails
-here, in milliseconds, naming the mutant, not halfway through `make mutate`), and every mutant changes it."""
+here, in milliseconds, naming the mutant, not halfway through `make mutate`), every mutant changes it, and no
+mutant's tests read generated/ (which the runner does not rebuild per mutant)."""
+
+import re
 
 import pytest
 
@@ -14,3 +17,8 @@ def test_each_snippet_occurs_exactly_once(mutant):
 
 def test_names_are_unique():
     assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+
+
+def test_no_mutant_test_reads_generated():
+    files = sorted({t for m in MUTANTS for t in m.tests})
+    assert [f for f in files if re.search(r"[\"']generated", (ROOT / f).read_text())] == []

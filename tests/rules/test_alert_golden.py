@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cache
 
 import promql_parser as pp
-
 import pytest
 
 from llmdash.build import build_rule_files
@@ -52,24 +52,35 @@ EXTRA = Config(slo=Slo(objectives=(Objective(name="ttft", target_seconds=1.0, ob
 ONLY_WITH_EXTRA = (SLO_FAST, SLO_SLOW, LOG_PAGE)
 
 
-EXTRA_RULES = build_rule_files(EXTRA)
-
 
 def rules_of(kind: str, engine: str) -> list[dict]:
     """The engine's alerts (or records): the default build's, plus the SLO and log ones of the EXTRA build."""
     mine = [r for g in default_rules()[engine]["groups"] for r in g["rules"] if kind in r]
-    extra = [r for g in EXTRA_RULES[engine]["groups"] for r in g["rules"] if kind in r]
+    extra = [r for g in extra_rules()[engine]["groups"] for r in g["rules"] if kind in r]
     if kind == "alert":
         return mine + [r for r in extra if r["alert"] in ONLY_WITH_EXTRA]
     return mine + [r for r in extra if r["record"] not in {m["record"] for m in mine}]
 
 
-ALERTS = {engine: rules_of("alert", engine) for engine in default_rules()}
-RECORDS = {engine: {r["record"]: r["expr"] for r in rules_of("record", engine)} for engine in default_rules()}
+@cache   # built on first use, not while collecting
+def extra_rules() -> dict[str, dict]:
+    return build_rule_files(EXTRA)
+
+
+@cache
+def alerts() -> dict[str, list[dict]]:
+    """Engine -> every alert it carries."""
+    return {engine: rules_of("alert", engine) for engine in default_rules()}
+
+
+@cache
+def records() -> dict[str, dict[str, str]]:
+    """Engine -> recorded series name -> its expression."""
+    return {engine: {r["record"]: r["expr"] for r in rules_of("record", engine)} for engine in default_rules()}
 
 
 def alerts_named(name: str) -> dict[str, list[dict]]:
-    return {engine: [r for r in rules if r["alert"] == name] for engine, rules in ALERTS.items()
+    return {engine: [r for r in rules if r["alert"] == name] for engine, rules in alerts().items()
             if any(r["alert"] == name for r in rules)}
 
 
@@ -171,7 +182,7 @@ def test_threshold(name):
 
 def test_every_comparison_of_every_alert_is_pinned_by_a_figure():
     """A comparison no figure names (a new condition, or a window that moved) must get a figure of its own."""
-    loose = [(engine, rule["alert"], c.key) for engine, rules in ALERTS.items() for rule in rules
+    loose = [(engine, rule["alert"], c.key) for engine, rules in alerts().items() for rule in rules
              for c in comparisons(rule["expr"])
              if not any(f.alert == rule["alert"] and engine in f.engines and re.fullmatch(f.key, c.key)
                         for f in FIGURES.values())]
@@ -237,7 +248,7 @@ def test_alert_field(alert, field):
 
 
 def test_every_alert_is_in_the_golden_table():
-    assert {r["alert"] for rules in ALERTS.values() for r in rules} == set(FIELDS)
+    assert {r["alert"] for rules in alerts().values() for r in rules} == set(FIELDS)
 
 
 # Labels an alert adds beyond llm_engine and severity (which tell one alert from another).
@@ -245,7 +256,7 @@ EXTRA_LABELS = {MISSING: {"signal"}, SLO_FAST: {"slo"}, SLO_SLOW: {"slo"}}
 
 
 def test_alert_labels_are_engine_severity_and_only_their_own():
-    for engine, rules in ALERTS.items():
+    for engine, rules in alerts().items():
         for rule in rules:
             assert rule["labels"]["llm_engine"] == engine
             assert set(rule["labels"]) == {"llm_engine", "severity", *EXTRA_LABELS.get(rule["alert"], ())}, \
@@ -269,8 +280,8 @@ def read_through(engine: str, expr: str, seen: frozenset = frozenset()) -> list[
     """The expression and, recursively, the recording rules of every recorded series it reads."""
     out = [expr]
     for node in walk(parse(expr)):
-        if isinstance(node, pp.VectorSelector) and node.name in RECORDS[engine] and node.name not in seen:
-            out += read_through(engine, RECORDS[engine][node.name], seen | {node.name})
+        if isinstance(node, pp.VectorSelector) and node.name in records()[engine] and node.name not in seen:
+            out += read_through(engine, records()[engine][node.name], seen | {node.name})
     return out
 
 
@@ -326,7 +337,7 @@ def test_recorded_windows_match_their_names():
     so a window a figure pins by name is the window the series is computed over. (One that reads no window
     itself composes other recorded series, each checked on its own.)"""
     wrong = {}
-    for engine, exprs in RECORDS.items():
+    for engine, exprs in records().items():
         for name, expr in exprs.items():
             match = re.search(r":(?:ratio_)?rate(\d+[smhd])$", name)
             if match and ranges(expr) and ranges(expr) != {match.group(1)}:
@@ -343,7 +354,7 @@ def test_page_counts_at_least_20_finished_requests_per_window():
     """min_finished = 20 per window: 20/120 s, 20/180 s and 20/1800 s as the floor of the finished-request rate."""
     found = {engine: {window: clamps(exprs[f"cluster_namespace_model_name_instance:llm_preemption_share:"
                                            f"ratio_rate{window}"]) for window in ("2m", "3m", "30m")}
-             for engine, exprs in RECORDS.items() if engine in COUNTED}
+             for engine, exprs in records().items() if engine in COUNTED}
     assert found == every(COUNTED, {"2m": [0.166667], "3m": [0.111111], "30m": [0.0111111]})
 
 
