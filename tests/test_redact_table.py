@@ -61,6 +61,11 @@ def test_known_secret_json_escaped():
     assert scrub('{"error": "bad key a\\"b"}', ['a"b']) == '{"error": "bad key ***"}'
 
 
+def test_known_secret_percent_encoded_space():
+    # the one form where quote and quote_plus differ: a space is %20 in a path, + in a form
+    assert scrub("/p/my%20pass%20word/x", ["my pass word"]) == "/p/***/x"
+
+
 def test_known_secret_form_encoded_space():
     assert scrub("q=my+pass+word&x", ["my pass word"]) == "q=***&x"
 
