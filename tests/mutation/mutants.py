@@ -294,9 +294,10 @@ def table(results: list[tuple[Mutant, str, list[str]]], seconds: float, commit: 
     killed = sum(status == "killed" for _, status, _ in results)
     lines = [f"Score: **{killed}/{len(results)} killed** (`make mutate`, commit {commit}, "
              f"{datetime.date.today().isoformat()}, {seconds / 60:.0f} min on the 2-core machine).", "",
-             "| mutant | file | result | first unit test that fails |", "| --- | --- | --- | --- |"]
+             "| mutant | file | result | the unit tests that fail |", "| --- | --- | --- | --- |"]
     for mutant, status, detail in results:
-        why = SURVIVORS.get(mutant.name, "") if status == "survived" else (detail[0] if detail else "")
+        why = SURVIVORS.get(mutant.name, "") if status == "survived" else \
+            (detail[0] if detail else "") + (f" (and {len(detail) - 1} more)" if len(detail) > 1 else "")
         lines.append(f"| {mutant.name}{' (issue 27)' if mutant.issue else ''} | `{mutant.file}` | {status} | "
                      f"{why.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
