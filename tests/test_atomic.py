@@ -62,7 +62,7 @@ def test_entries_of_another_scope_are_kept_and_never_removed(tmp_path):
     ({"../outside": "0" * 64}, "entry '../outside' is not a path inside the directory with its sha256"),
     ({"rules/b.yaml": "not-a-digest"}, "entry 'rules/b.yaml' is not a path inside the directory with its sha256"),
     ({"/etc/passwd": "0" * 64}, "entry '/etc/passwd' is not a path inside the directory with its sha256"),
-])
+], ids=["parent-path", "bad-digest", "absolute-path"])
 def test_a_damaged_manifest_is_set_aside_and_nothing_it_lists_is_removed(tmp_path, entry, why):
     update_outputs(tmp_path, FILES, ["rules"])
     (tmp_path / MANIFEST).write_text(json.dumps({"files": entry}))
