@@ -47,8 +47,10 @@ from llmdash import safepath
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
 LOCK_WAIT_SECONDS = 60
-# Test hook: seconds to pause halfway through the renames, so a test can interrupt them there.
-SWAP_PAUSE_ENV = "LLMDASH_TEST_SWAP_PAUSE"
+# Test hook: a directory holding two FIFOs, `halfway` and `resume`. Halfway through the renames the run writes a
+# line to `halfway` (blocking until the test reads it) and then waits for a line on `resume`, so a test can
+# interrupt it exactly there without guessing how long anything takes.
+SWAP_HANDSHAKE_ENV = "LLMDASH_TEST_SWAP_HANDSHAKE"
 MANIFEST = ".llmdash-manifest.json"
 MANIFEST_ABOUT = ("The files llmdash wrote in this directory, each with the sha256 of what it wrote. llmdash removes "
                   "a file only while it is listed here and unchanged, and leaves every other file alone.")
@@ -436,9 +438,12 @@ def _is_directory(name: str, dir_fd: int) -> bool:
 
 
 def _pause_for_tests() -> None:
-    pause = os.environ.get(SWAP_PAUSE_ENV)
-    if pause:
-        time.sleep(float(pause))
+    handshake = os.environ.get(SWAP_HANDSHAKE_ENV)
+    if handshake:
+        with open(Path(handshake) / "halfway", "w") as halfway:
+            halfway.write("halfway\n")
+        with open(Path(handshake) / "resume") as resume:
+            resume.readline()
 
 
 @contextlib.contextmanager

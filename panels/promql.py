@@ -34,13 +34,14 @@ def prometheus3_float(value: float) -> str:
     """How Prometheus 3 stores a classic histogram's `le` (and a summary's `quantile`) at ingestion:
     `labels.FormatOpenMetricsFloat`, Go's shortest `%g` with ".0" added where it has neither "." nor "e"
     (`5000` -> `5000.0`, `1` -> `1.0`, `1e-05` stays, `1000000` -> `1e+06`)."""
+    if math.isnan(value):
+        return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     digits, exponent = _shortest(value)
     point = exponent + 1                                   # digits before the decimal point
-    exponent_limit = len(digits) if 6 > len(digits) >= point else 6
     sign = "-" if value < 0 else ""
-    if exponent < -4 or exponent >= exponent_limit:
+    if exponent < -4 or exponent >= 6:                     # Go's shortest %g: %e outside [1e-4, 1e6)
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
     if point <= 0:

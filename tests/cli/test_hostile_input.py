@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.atomic import MANIFEST, SWAP_PAUSE_ENV, regular_file_text
+from llmdash.atomic import MANIFEST, SWAP_HANDSHAKE_ENV, regular_file_text
 from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
@@ -332,11 +333,42 @@ def start(*args, env=None) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
 
 
-def wait_for(condition, timeout=60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+class Halfway:
+    """The handshake of llmdash.atomic's test hook: two FIFOs, `halfway` (the run says it is halfway through the
+    renames) and `resume` (the test lets it go on). Every wait has a deadline and notices a run that died."""
+
+    def __init__(self, directory: Path):
+        """`directory`: a fresh one, away from the output's parent (whose leftovers the tests count)."""
+        self.dir = directory
+        for name in ("halfway", "resume"):
+            os.mkfifo(self.dir / name)
+        self.env = {SWAP_HANDSHAKE_ENV: str(self.dir)}
+        # opened now, without blocking, so the run's write never waits for the test to get there
+        self._halfway = os.open(self.dir / "halfway", os.O_RDONLY | os.O_NONBLOCK)
+
+    def wait(self, run: subprocess.Popen, timeout: float = 60.0) -> None:
+        """Return once the run is halfway through its renames (and held there)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert run.poll() is None, f"the run ended (exit {run.returncode}) before it was halfway"
+            assert time.monotonic() < deadline, "the run never got halfway"
+            if select.select([self._halfway], [], [], 0.2)[0] and os.read(self._halfway, 64):
+                os.close(self._halfway)
+                return
+
+    def resume(self, run: subprocess.Popen, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fd = os.open(self.dir / "resume", os.O_WRONLY | os.O_NONBLOCK)   # ENXIO until the run reads
+            except OSError:
+                assert run.poll() is None, f"the run ended (exit {run.returncode}) before it was resumed"
+                assert time.monotonic() < deadline, "the run never waited to be resumed"
+                time.sleep(0.01)   # polling for the condition, under the deadline above
+                continue
+            os.write(fd, b"go\n")
+            os.close(fd)
+            return
 
 
 def half_renamed(out: Path, expected: dict[str, bytes]):
@@ -346,13 +378,15 @@ def half_renamed(out: Path, expected: dict[str, bytes]):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, signum):
+def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, tmp_path_factory, fresh_build, signum):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
-    # paused halfway through the renames, long enough for a loaded machine's poll to see it before it ends
-    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "5"})
-    wait_for(half_renamed(out, fresh_build))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    build = start("build", "--out", str(out), env=halfway.env)
+    halfway.wait(build)
+    assert half_renamed(out, fresh_build)()
     build.send_signal(signum)
+    halfway.resume(build)
     _, stderr = build.communicate(timeout=60)
     assert build.returncode in (130, -signum) and "Traceback" not in stderr
     assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}  # no temporary file either
@@ -377,11 +411,14 @@ def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_
 
 
 @pytest.mark.e2e
-def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, fresh_build):
+def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, tmp_path_factory,
+                                                                                   fresh_build):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
-    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "30"})
-    wait_for(half_renamed(out, fresh_build))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    build = start("build", "--out", str(out), env=halfway.env)
+    halfway.wait(build)
+    assert half_renamed(out, fresh_build)()
     build.kill()  # SIGKILL cannot wait: half the files are renamed, the others still temporary
     build.communicate(timeout=60)
     temporary = [p.name for p in out.rglob(".*") if p.name != MANIFEST]
@@ -436,15 +473,18 @@ def test_provision_with_a_fifo_named_json_does_not_hang(tmp_path):
 
 
 @pytest.mark.e2e
-def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
+def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path, tmp_path_factory):
     target = tmp_path / "gitops"
     assert llmdash("provision", str(target)).returncode == 0
     complete = snapshot(target)
     for path in (target / "dashboards").glob("*.json"):
         path.write_text("{}\n")
-    run = start("provision", str(target), env={SWAP_PAUSE_ENV: "5"})
-    wait_for(half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")}))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    run = start("provision", str(target), env=halfway.env)
+    halfway.wait(run)
+    assert half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")})()
     run.send_signal(signal.SIGINT)
+    halfway.resume(run)
     run.communicate(timeout=60)
     assert run.returncode == 130
     assert snapshot(target) == complete and leftovers(target) == []
