@@ -12,7 +12,6 @@ import dataclasses
 import math
 import os
 import random
-import select
 import shutil
 import signal
 import subprocess
@@ -24,12 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.atomic import MANIFEST, SWAP_HANDSHAKE_ENV, regular_file_text
+from llmdash.atomic import MANIFEST, regular_file_text
 from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES
 from tests.cli.test_cli import llmdash, snapshot
+from tests.support.handshake import Halfway
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
@@ -331,44 +331,6 @@ def leftovers(out: Path) -> list[str]:
 def start(*args, env=None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "llmdash.cli.main", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
-
-
-class Halfway:
-    """The handshake of llmdash.atomic's test hook: two FIFOs, `halfway` (the run says it is halfway through the
-    renames) and `resume` (the test lets it go on). Every wait has a deadline and notices a run that died."""
-
-    def __init__(self, directory: Path):
-        """`directory`: a fresh one, away from the output's parent (whose leftovers the tests count)."""
-        self.dir = directory
-        for name in ("halfway", "resume"):
-            os.mkfifo(self.dir / name)
-        self.env = {SWAP_HANDSHAKE_ENV: str(self.dir)}
-        # opened now, without blocking, so the run's write never waits for the test to get there
-        self._halfway = os.open(self.dir / "halfway", os.O_RDONLY | os.O_NONBLOCK)
-
-    def wait(self, run: subprocess.Popen, timeout: float = 60.0) -> None:
-        """Return once the run is halfway through its renames (and held there)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            assert run.poll() is None, f"the run ended (exit {run.returncode}) before it was halfway"
-            assert time.monotonic() < deadline, "the run never got halfway"
-            if select.select([self._halfway], [], [], 0.2)[0] and os.read(self._halfway, 64):
-                os.close(self._halfway)
-                return
-
-    def resume(self, run: subprocess.Popen, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fd = os.open(self.dir / "resume", os.O_WRONLY | os.O_NONBLOCK)   # ENXIO until the run reads
-            except OSError:
-                assert run.poll() is None, f"the run ended (exit {run.returncode}) before it was resumed"
-                assert time.monotonic() < deadline, "the run never waited to be resumed"
-                time.sleep(0.01)   # polling for the condition, under the deadline above
-                continue
-            os.write(fd, b"go\n")
-            os.close(fd)
-            return
 
 
 def half_renamed(out: Path, expected: dict[str, bytes]):

@@ -2,7 +2,6 @@
 they were asked to write (issue 28), whatever names git or a manifest offers or a symlink swapped in mid-run
 points at. One sibling directory, beside the repository and the output, is snapshotted across every attack."""
 
-import glob
 import hashlib
 import json
 import os
@@ -13,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from llmdash.atomic import MANIFEST, SWAP_PAUSE_ENV
+from llmdash.atomic import MANIFEST
 from llmdash.engines.catalog import CATALOG_DIR
 from tests.support import gitobjects
+from tests.support.handshake import Halfway
 from tests.support.trees import snapshot
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
@@ -108,16 +108,17 @@ def test_plain_diff_refuses_a_committed_dashboard_name_leaving_the_work_director
     assert snapshot(sibling) == SIBLING_FILES
 
 
-def _swap_for_link_mid_run(out: Path, folder: str, sibling: Path, first_env: dict) -> subprocess.Popen:
-    """Start a build that removes files from out/folder; once it has staged its files, move out/folder away
-    and put a symlink to a copy of it (the same bytes: the same digests) in the sibling in its place."""
+def _swap_for_link_mid_run(out: Path, folder: str, sibling: Path, halfway: Halfway) -> subprocess.Popen:
+    """Start a build that removes files from out/folder; once it is held halfway through its renames, move
+    out/folder away and put a symlink to a copy of it (the same bytes: the same digests) in the sibling in its
+    place, then let it go on."""
     copy = sibling / f"copy-of-{folder}"
     shutil.copytree(out / folder, copy)
-    process = run("build", "--out", str(out), cwd=out.parent, env=first_env, wait=False)
-    while not glob.glob(str(out / "**" / ".*.llmdash-tmp-*"), recursive=True):
-        assert process.poll() is None, process.communicate()
+    process = run("build", "--out", str(out), cwd=out.parent, env=halfway.env, wait=False)
+    halfway.wait(process)
     (out / folder).rename(out.parent / f"moved-{folder}")
     (out / folder).symlink_to(copy, target_is_directory=True)
+    halfway.resume(process)
     return process
 
 
@@ -163,7 +164,9 @@ def test_no_command_touches_a_sibling_directory_across_every_attack(tmp_path, pl
     assert run("build", "--out", str(fresh), cwd=work)[0] == 0
     (work / "llmdash.yaml").write_text("engines: [vllm]\n")
     copy_before = snapshot(fresh / "rules")
-    process = _swap_for_link_mid_run(fresh, "rules", sibling, {SWAP_PAUSE_ENV: "3"})
+    handshake = tmp_path / "handshake"
+    handshake.mkdir()
+    process = _swap_for_link_mid_run(fresh, "rules", sibling, Halfway(handshake))
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
     assert snapshot(sibling / "copy-of-rules") == copy_before        # nothing deleted through the link
