@@ -213,8 +213,45 @@ def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _unwrap(node):
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node
+
+
+def _same_series(a, b, offset: bool) -> bool:
+    """Both selectors of one series; `a` shifted back (offset), `b` not."""
+    return (isinstance(a, pp.VectorSelector) and isinstance(b, pp.VectorSelector) and a.name == b.name
+            and str(a.matchers) == str(b.matchers) and bool(a.offset) == offset and not b.offset)
+
+
+def _is_increments(node) -> bool:
+    """`promql.increments`: `(c - (c offset s <= c)) or (c and (c offset s > c))`, what a counter gained since
+    `s` ago, a reset counted from 0 as rate() counts it. The one reading of a counter outside a range function
+    that cannot mistake a reset for a fall."""
+    node = _unwrap(node)
+    if not (isinstance(node, pp.BinaryExpr) and str(node.op) == "or"):
+        return False
+    gained, reset = _unwrap(node.lhs), _unwrap(node.rhs)
+    if not (isinstance(gained, pp.BinaryExpr) and str(gained.op) == "-" and isinstance(reset, pp.BinaryExpr)
+            and str(reset.op) == "and"):
+        return False
+    before, fell = _unwrap(gained.rhs), _unwrap(reset.rhs)
+    counter = _unwrap(gained.lhs)
+    return (isinstance(before, pp.BinaryExpr) and str(before.op) == "<=" and isinstance(fell, pp.BinaryExpr)
+            and str(fell.op) == ">" and _same_series(_unwrap(before.lhs), counter, True)
+            and _same_series(counter, _unwrap(before.rhs), False)
+            and _same_series(counter, _unwrap(reset.lhs), False)
+            and _same_series(_unwrap(fell.lhs), counter, True) and _same_series(counter, _unwrap(fell.rhs), False)
+            and before.lhs.offset == fell.lhs.offset)
+
+
 def _visit(node, spec: EngineSpec | None, gauges: Callable[[str], bool], in_range_function: bool,
            problems: list[str]) -> None:
+    if _is_increments(node):
+        for selector in (_unwrap(_unwrap(node).lhs).lhs,):
+            _visit(selector, spec, gauges, True, problems)   # still a series the catalog must know
+        return
     if isinstance(node, pp.VectorSelector):
         if gauges(node.name):
             return
@@ -245,7 +282,8 @@ def _visit(node, spec: EngineSpec | None, gauges: Callable[[str], bool], in_rang
         return
     if isinstance(node, pp.BinaryExpr):
         _visit(node.lhs, spec, gauges, False, problems)
-        _visit(node.rhs, spec, gauges, False, problems)
+        # `and`/`unless` ask only which series exist on their right, never their values
+        _visit(node.rhs, spec, gauges, str(node.op) in ("and", "unless"), problems)
         return
     if isinstance(node, pp.AggregateExpr) and str(node.op) in PRESENCE_AGGREGATIONS:
         _visit(node.expr, spec, gauges, True, problems)  # asks whether series exist, never reads a value
