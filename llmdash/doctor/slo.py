@@ -75,8 +75,8 @@ def _uncounted(every: set, measured: set, replica: tuple[str, ...], secrets, wha
                                 if value) or "(no labels)" for r in left_out[:BOUNDS_SHOWN])
     more = f" … ({len(left_out)} replicas)" if len(left_out) > BOUNDS_SHOWN else ""
     return (f"{len(left_out)} of {len(every)} replicas have no {what}, so the SLO leaves them out of its good and "
-            f"valid events (coverage {100 * len(measured & every) / len(every):.0f} %, recorded as llm_slo_coverage:ratio; "
-            f"{Alert.SLO_COVERAGE_LOW} warns): {named}{more}")
+            f"valid events (coverage {100 * len(measured & every) / len(every):.0f} %, recorded as "
+            f"llm_slo_coverage:ratio; {Alert.SLO_COVERAGE_LOW} warns): {named}{more}")
 
 
 def _latency(inventory: Inventory, spec: EngineSpec, ind: Indicator, metrics: list[Metric],

@@ -14,7 +14,8 @@ def test_replicas_without_the_target_bucket_are_named_with_the_coverage():
     `--bucket-time-to-first-token 0.5 2 5`. Two of three are counted (67 %); the third is named."""
     inventory = Inventory("http://127.0.0.1:9090")
     name = "sglang:time_to_first_token_seconds"
-    for replica, bounds in (("r0", ("0.5", "1.0", "2.0")), ("r1", ("0.5", "1.0", "2.0")), ("r2", ("0.5", "2.0", "5.0"))):
+    default, custom = ("0.5", "1.0", "2.0"), ("0.5", "2.0", "5.0")
+    for replica, bounds in (("r0", default), ("r1", default), ("r2", custom)):
         labels = {"instance": replica, "model_name": "chat"}
         for bound in (*bounds, "+Inf"):
             inventory.add(f"{name}_bucket", {**labels, "le": bound})
