@@ -22,6 +22,7 @@ from llmdash import durations
 from llmdash.config import REPLACED_KEYS, Config
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import EngineSpec, Metric, Source
+from llmdash.docgen_slo import slo_page
 from llmdash.engines.summary import engine_table
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 from llmdash.vocabulary import Role
@@ -246,7 +247,8 @@ def render(root: Path = ROOT) -> dict[str, str]:
     """Page path (relative to the repository) -> its text, as the code and catalogs say now."""
     specs = load_all()
     return {"docs/engines.md": engines_page(specs, read_notes(specs, root / NOTES_FILE)),
-            "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8"))}
+            "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8")),
+            "docs/slo.md": slo_page((root / "docs/slo.md").read_text(encoding="utf-8"), specs)}
 
 
 def main(argv: list[str] | None = None) -> int:

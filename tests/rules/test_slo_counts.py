@@ -130,8 +130,9 @@ def test_bad_events_are_counted_exactly_and_min_bad_events_is_at_least(tmp_path,
         count("1d", "steady_fifth", 479, 3), never(SLOW, "steady_fifth", 479), alerts(SLOW, "steady_fifth", 480, True),
         # sparse: 6 requests an hour, one fails at 180: a ratio of 1/6 over the hour, 1 bad event: nothing
         never(FAST, "sparse"), never(SLOW, "sparse"),
-        # aborts: 10 errors among 500 valid requests a minute (the 500 aborts are not valid): 2 %, where counting
-        # aborts as good would read 1 %, under the 1h pair's 1.44 %. The 1h window holds 43.2 minutes' errors'
+        # aborts: 1 % server errors while 50 % of requests are aborted by clients, i.e. 10 errors among 500 valid
+        # requests a minute (the 500 aborts are not valid): 2 %, where counting aborts as good would read 1 %,
+        # under the 1h pair's 1.44 %. The 1h window holds 43.2 minutes' errors'
         # worth of 1.44 % (0.0144 x 30000 / 10) after 44 bad minutes, ONSET + 43, 52 minutes before the 6h pair
         # could (10 (k+1) >= 0.006 x 180000 at k = 107)
         never(FAST, "aborts", ABORT_ONSET + 42), alerts(FAST, "aborts", ABORT_ONSET + 43, True),
