@@ -25,6 +25,7 @@ LAYERS = {
     "llmdash.config": 4,
     "llmdash.build": 4,
     "llmdash.docgen": 4,
+    "llmdash.docgen_slo": 4,
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,
