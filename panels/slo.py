@@ -176,7 +176,7 @@ class Leaves:
     def __init__(self, spec: EngineSpec, config, scope: tuple[Matcher, ...], ind: Indicator):
         models = ind.objective.models
         extra = (Matcher(spec.model_label, "=~", "|".join(re.escape(m) for m in models)),) if models else ()
-        self.raw = Signals(spec, config, scope + extra, "5m")
+        self.raw = Signals(spec, config, scope + extra, config.rules.evaluation_interval)   # no rate: increments
         self.ind = ind
         self.replica = self.raw.instance_group
 
