@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from llmdash.durations import seconds
+from llmdash.durations import milliseconds, seconds
 from llmdash.engines.catalog import available_engines
 from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
@@ -23,6 +23,7 @@ from llmdash.inputs import read_yaml, shorten
 from llmdash.rules.alertmanager import ROUTE_GROUP_LABELS
 from llmdash.rules.targets import TARGETS
 from llmdash.panels.signals import PAUSED_RESOLUTION
+from llmdash.vocabulary import BURN_PAIRS
 
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
 MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
@@ -498,9 +499,13 @@ def _check(config: Config, path: Path) -> None:
 MAX_OBJECTIVES = 100
 SLO_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 SLIS = ("ttft", "token_latency", "availability")
-LONGEST_ALERT_WINDOW_S = 3 * 86400   # the slow burn-rate pair's long window
+# the longest window a burn-rate pair reads (the slow pair's 3d): an SLO window must hold it
+LONGEST_ALERT_WINDOW = max((p.long for pairs in BURN_PAIRS.values() for p in pairs), key=seconds)
 # The largest burn rate an alert compares with (the fast page's): at or above 100 % errors it could never fire.
-FASTEST_BURN = 14.4
+FASTEST_BURN = max(p.burn for pairs in BURN_PAIRS.values() for p in pairs)
+# The longest SLO window: its budget sums one recorded hourly count per hour of the window at every evaluation
+# (8,760 for a year), so a longer one costs more than it tells.
+MAX_SLO_WINDOW = "1y"
 
 
 def _check_objectives(config: Config, known: list[str], bad) -> None:
@@ -531,9 +536,9 @@ def _check_objectives(config: Config, known: list[str], bad) -> None:
             window_s = seconds(o.window)
         except ValueError:
             bad(f"{key}.window", f"expected a Prometheus duration like 30d or 4w, got {shorten(o.window)}")
-        if window_s < LONGEST_ALERT_WINDOW_S or window_s % 3600 or window_s > MAX_DURATION_SECONDS:
-            bad(f"{key}.window", f"{o.window} must be whole hours, at least the slow alert's 3d and at most "
-                                 f"{MAX_DURATION_SECONDS}s")
+        if window_s < seconds(LONGEST_ALERT_WINDOW) or window_s % 3600 or window_s > seconds(MAX_SLO_WINDOW):
+            bad(f"{key}.window", f"{shorten(o.window)} must be whole hours, at least the slow alert's "
+                                 f"{LONGEST_ALERT_WINDOW} and at most {MAX_SLO_WINDOW} (365d)")
         if o.min_bad_events < 0:
             bad(f"{key}.min_bad_events", "must not be negative")
         for engine in o.engines:
@@ -548,6 +553,16 @@ def _check_objectives(config: Config, known: list[str], bad) -> None:
                 bad(f"{key}.name", f"{o.name!r} is also objective {covered[(engine, o.name)]}'s name for {engine}: "
                                    "names tell the series and alerts apart")
             covered[(engine, o.name)] = i
+    if config.slo.objectives:
+        shortest = min((w for pairs in BURN_PAIRS.values() for p in pairs for w in (p.long, p.short)), key=seconds)
+        try:
+            step_ms = milliseconds(config.rules.evaluation_interval)
+        except ValueError:
+            return   # refused as a duration already
+        if not 0 < step_ms < milliseconds(shortest) or milliseconds(shortest) % step_ms:
+            bad("rules.interval", f"{shorten(config.rules.evaluation_interval)} must divide the SLO alerts' shortest "
+                                  f"window ({shortest}) and be shorter: each evaluation records what the counters "
+                                  "gained since the previous one, and a window adds whole evaluations")
 
 
 def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:

@@ -110,6 +110,18 @@ def as_model_name(expr: str, model_label: str, keep: bool = True) -> str:
     return named if keep else f'label_replace({named}, "{model_label}", "", "", "")'
 
 
+def increments(series_selector: str, step: str) -> str:
+    """What each counter series gained since the previous rule evaluation, `step` ago, without extrapolation:
+    the latest sample now minus the latest sample `step` ago (the counter's own value after a reset, which starts
+    it from 0). Summed over consecutive evaluations these telescope to exactly the samples' difference, where
+    `increase()` scales the samples inside its range to the whole range. A series without a sample `step` ago
+    (new, or back after a gap longer than the lookback) adds nothing until its second evaluation: nothing is
+    counted that no two samples show."""
+    before = f"{series_selector} offset {step}"
+    return (f"(({series_selector} - ({before} <= {series_selector})) "
+            f"or ({series_selector} and ({before} > {series_selector})))")
+
+
 def by(labels: tuple[str, ...]) -> str:
     return f" by ({', '.join(labels)})" if labels else ""
 

@@ -27,6 +27,7 @@ LAYERS = {
     "llmdash.build": 4,
     "llmdash.docgen": 5,      # describes every layer below the command line
     "llmdash.docblocks": 5,
+    "llmdash.docgen_slo": 5,
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,

@@ -57,7 +57,7 @@ def test_per_token_latency_falls_back_to_tpot_and_says_so(tmp_path):
     rules = build_rule_files(config_with(tmp_path, ["tgi"], {"name": "token_latency",
                                                               "target_seconds": 0.09852612533569335,
                                                               "objective": 0.99}))
-    alerts = [r for r in rules["tgi"]["groups"][0]["rules"] if r.get("alert", "").startswith("LLMServingSLO")]
+    alerts = [r for r in rules["tgi"]["groups"][0]["rules"] if r.get("alert", "").startswith("LLMServingSLOBurnRate")]
     assert alerts and all("per-request TPOT: this engine has no ITL" in a["annotations"]["description"]
                           for a in alerts)
 
@@ -72,6 +72,9 @@ def test_per_token_latency_falls_back_to_tpot_and_says_so(tmp_path):
     ({"name": "ttft", "target_seconds": 1, "objective": 0.9}, "slo.objectives[0].objective", "nothing could page"),
     ({"name": "ttft", "target_seconds": 1, "window": "1d"}, "slo.objectives[0].window", "at least the slow"),
     ({"name": "ttft", "target_seconds": 1, "window": "a month"}, "slo.objectives[0].window", "duration"),
+    # a window Prometheus would accept but whose budget would sum over 8,760 hourly counts: refused, said readably
+    ({"name": "ttft", "target_seconds": 1, "window": "366d"}, "slo.objectives[0].window", "at most 1y (365d)"),
+    ({"name": "ttft", "target_seconds": 1, "window": "9223372036s"}, "slo.objectives[0].window", "at most 1y"),
     ({"name": "ttft", "target_seconds": 1, "engines": ["vllm2"]}, "slo.objectives[0].engines", "unknown engine"),
     ({"name": "ttft", "target_seconds": 1, "models": "m"}, "slo.objectives[0].models", "list of strings"),
     ({"name": "Bad Name", "sli": "ttft", "target_seconds": 1}, "slo.objectives[0].name", "not a name"),
@@ -81,6 +84,25 @@ def test_every_key_is_checked_with_one_line_naming_it(tmp_path, objective, key, 
         config_with(tmp_path, ["vllm"], objective)
     message = str(caught.value)
     assert f": {key}: " in message and problem in message and "\n" not in message
+
+
+def test_a_year_is_the_longest_window_accepted(tmp_path):
+    config = config_with(tmp_path, ["vllm"], {"name": "ttft", "target_seconds": 1, "window": "365d"})
+    assert config.slo.objectives[0].window == "365d"
+
+
+@pytest.mark.parametrize(("interval", "accepted"), [("30s", True), ("1m", True), ("2m", False), ("5m", False)])
+def test_the_rule_interval_must_divide_the_shortest_slo_window(tmp_path, interval, accepted):
+    """Each evaluation records what the counters gained since the one an interval before, and the 5m window
+    adds whole evaluations: 2m does not divide it, 5m would leave it one evaluation."""
+    path = tmp_path / "llmdash.yaml"
+    path.write_text(yaml.safe_dump({"engines": ["vllm"], "rules": {"interval": interval},
+                                    "slo": {"objectives": [{"name": "ttft", "target_seconds": 1}]}}))
+    if accepted:
+        assert load_config(path).rules.interval == interval
+        return
+    with pytest.raises(LlmdashError, match=r": rules.interval: .* must divide the SLO alerts' shortest window \(5m\)"):
+        load_config(path)
 
 
 def test_two_objectives_of_one_name_on_one_engine_are_refused(tmp_path):
