@@ -4,7 +4,9 @@ One Prometheus and one VictoriaMetrics per module hold the same simulated data, 
 phases (each process 0.5-14.5 s into the interval, seeded), where `rate()` extrapolation and MetricsQL's
 previous-sample rule part ways. Every engine's dashboards are compared on the collapse; the rules are
 replayed on both (promtool for Prometheus, vmalert's replay mode for VictoriaMetrics) for two engines
-of different preemption flavours, on the collapse and on steady traffic.
+of different preemption flavours, on the collapse and on steady traffic. All of it on each stack
+(Prometheus 2.42 with VictoriaMetrics 1.79; 3.16 with 1.151); on 1.151 vmalert also replays the default
+(Prometheus) rule files, `keep_firing_for` and all, and must page where the vmalert target pages.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from llmdash.lab.scenarios import build, write_openmetrics
 from llmdash.lab.vmserver import VictoriaMetricsServer, vmalert_check
 from llmdash.rules.generate import build_rules
 from llmdash.vocabulary import ALERTS_SERIES, Alert
+from tests.support.stacks import OLDEST
 
 pytestmark = pytest.mark.e2e
 
@@ -50,16 +53,22 @@ def vmalert_config() -> Config:
     return dataclasses.replace(config, rules=dataclasses.replace(config.rules, target="vmalert"))
 
 
+def keeps_firing_for(stack) -> bool:
+    """Whether the stack's vmalert loads `keep_firing_for` (from 1.92: Debian's 1.79 does not, 1.151 does)."""
+    return stack != OLDEST
+
+
 @pytest.fixture(scope="module")
-def backends(tmp_path_factory):
-    """(prometheus, victoriametrics, windows): both loaded from the same phased scrapes, recording rules of
-    RULE_ENGINES replayed on each, and their alerts replayed by vmalert reading each backend."""
+def backends(tmp_path_factory, stack):
+    """(prometheus, victoriametrics, windows) of one stack: both loaded from the same phased scrapes,
+    recording rules of RULE_ENGINES replayed on each, and their alerts replayed by vmalert reading each
+    backend; where vmalert takes `keep_firing_for`, also the default rule files' alerts on VictoriaMetrics."""
     engines = tuple(simulated_engines(load_all()))
     windows = plan_windows(["kv-collapse", "steady"])
     tmp = tmp_path_factory.mktemp("backends")
     jobs = [("kv-collapse", windows["kv-collapse"].start, str(tmp / "collapse.om"), engines),
             ("steady", windows["steady"].start, str(tmp / "steady.om"), RULE_ENGINES)]
-    prom, vm = PrometheusServer(), VictoriaMetricsServer()
+    prom, vm = PrometheusServer(stack=stack), VictoriaMetricsServer(stack=stack)
     try:
         vm.start()
         with ProcessPoolExecutor(max_workers=2) as pool:
@@ -73,6 +82,9 @@ def backends(tmp_path_factory):
             replay.vmalert_record(vm, models, w.start, w.end, phases)
             replay.vmalert_alerts(vm, vm, models, w.start, w.end, {"llmdash_backend": "victoriametrics"}, phases)
             replay.vmalert_alerts(prom, vm, models, w.start, w.end, {"llmdash_backend": "prometheus"}, phases)
+            if keeps_firing_for(stack):
+                replay.vmalert_alerts(vm, vm, [build_rules(load_engine(e), Config()) for e in RULE_ENGINES],
+                                      w.start, w.end, {"llmdash_backend": "prometheus-file"}, phases)
         yield prom, vm, windows
     finally:
         prom.stop()
@@ -250,18 +262,35 @@ def test_alerts_fire_within_a_minute_of_each_other_on_both_backends(backends):
     assert steady == [{}, {}], f"alerts on steady traffic: {steady}"
 
 
-def test_every_rule_file_loads_in_vmalert_with_the_vmalert_target_only(tmp_path):
+@pytest.mark.parametrize("stack", ["current"], indirect=True)   # 1.79 refuses the files: the next test
+def test_the_default_rule_files_page_on_vmalert_1_151_where_the_vmalert_target_does(backends, stack):
+    """vmalert 1.151 evaluates the Prometheus rule files as they are (`keep_firing_for` on the page): every alert
+    of the vmalert target fires, for the same replica, within one evaluation (1 minute); none on steady traffic."""
+    assert keeps_firing_for(stack)
+    _prom, vm, windows = backends
+    target, default = (_first_firings(vm, b, windows["kv-collapse"]) for b in ("victoriametrics", "prometheus-file"))
+    assert set(default) == set(target) and {k[0] for k in default} >= {Alert.PREEMPTIONS_HIGH}
+    late = {k: (default[k] - target[k]) / 60 for k in target if abs(default[k] - target[k]) > STEP_S}
+    assert not late, f"minutes the Prometheus file fired after the vmalert file: {late}"
+    assert _first_firings(vm, "prometheus-file", windows["steady"]) == {}
+
+
+def test_every_rule_file_loads_in_vmalert_as_its_version_allows(tmp_path, stack):
+    """vmalert -dryRun on every engine's files: the vmalert target loads everywhere; the Prometheus target's
+    `keep_firing_for` (every engine with preemptions) is refused by 1.79 and loads on 1.151."""
     from llmdash.rules.generate import render_rules
 
     refused = []
     for engine in sorted(load_all()):
         spec = load_engine(engine)
-        for config, must_load in ((vmalert_config(), True), (Config(), False)):
+        for config, must_load in ((vmalert_config(), True), (Config(), keeps_firing_for(stack))):
             path = tmp_path / f"{engine}.{config.rules.target}.yaml"
             path.write_text(render_rules(build_rules(spec, config)))
-            reason = vmalert_check(path)
+            reason = vmalert_check(path, stack)
             if must_load and reason:
                 refused.append(f"{engine}: {reason}")
             if not must_load and spec.has("preemptions") and reason is None:
                 refused.append(f"{engine}: the Prometheus file (keep_firing_for) unexpectedly loads in vmalert 1.79")
+            if not must_load and spec.has("preemptions") and "keep_firing_for" not in (reason or ""):
+                refused.append(f"{engine}: vmalert 1.79 refused the Prometheus file for another reason: {reason}")
     assert not refused, "\n".join(refused)

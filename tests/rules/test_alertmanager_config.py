@@ -4,7 +4,6 @@ pages and tickets the way docs/alerts-and-runbooks.md says."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import subprocess
 
 import pytest
@@ -12,25 +11,27 @@ import yaml
 
 from llmdash.build import ALERTMANAGER_CONFIG, generated_files
 from llmdash.config import Config
+from llmdash.errors import LlmdashError
 from llmdash.rules.generate import inhibit_rules
 
-pytestmark = pytest.mark.e2e     # runs Debian's amtool
+pytestmark = pytest.mark.e2e     # runs each stack's real amtool (Debian's 0.25, the current 0.35)
 
 
-def amtool_check(tmp_path, text: str) -> subprocess.CompletedProcess:
-    amtool = shutil.which("amtool")
-    if amtool is None:
-        pytest.fail("amtool not found: install Debian's prometheus-alertmanager (.ci/install-deps does)")
+def amtool_check(tmp_path, text: str, stack) -> subprocess.CompletedProcess:
+    try:
+        amtool = stack.binary("amtool", "install Debian's prometheus-alertmanager (.ci/install-deps does)")
+    except LlmdashError as exc:
+        pytest.fail(str(exc), pytrace=False)
     path = tmp_path / "alertmanager.yml"
     path.write_text(text)
     return subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("group_by", [("cluster", "namespace"), ("region",)])
-def test_amtool_accepts_the_generated_config(tmp_path, group_by):
+def test_amtool_accepts_the_generated_config(tmp_path, group_by, stack):
     config = dataclasses.replace(Config(), fleet=dataclasses.replace(Config().fleet, group_by=group_by))
     text = generated_files(config, ("rules",))[ALERTMANAGER_CONFIG]
-    result = amtool_check(tmp_path, text)
+    result = amtool_check(tmp_path, text, stack)
     assert result.returncode == 0, result.stdout + result.stderr
     inhibitions = len(inhibit_rules(config)["inhibit_rules"])
     assert f"{inhibitions} inhibit rules" in result.stdout and "2 receivers" in result.stdout
@@ -41,8 +42,8 @@ def test_amtool_accepts_the_generated_config(tmp_path, group_by):
     assert model["inhibit_rules"] == inhibit_rules(config)["inhibit_rules"]
 
 
-def test_amtool_would_catch_a_broken_config(tmp_path):
+def test_amtool_would_catch_a_broken_config(tmp_path, stack):
     """The check can fail: a route to a receiver that does not exist is refused."""
     model = yaml.safe_load(generated_files(Config(), ("rules",))[ALERTMANAGER_CONFIG])
     model["route"]["routes"][0]["receiver"] = "nobody"
-    assert amtool_check(tmp_path, yaml.safe_dump(model)).returncode != 0
+    assert amtool_check(tmp_path, yaml.safe_dump(model), stack).returncode != 0
