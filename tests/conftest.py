@@ -112,11 +112,20 @@ SLOWEST_FIRST = ("test_rules.py", "test_e2e.py", "test_prometheus3_e2e.py", "tes
                  "test_logs_e2e.py")
 
 
+# Files whose current-stack leg is slow (the VictoriaMetrics comparison: about 2.5 min alone): `make test-stack`
+# runs those legs, `make test` the rest, .ci/run both (docs/testing.md#two-stacks).
+SLOW_STACK_LEGS = ("test_victoriametrics_e2e.py",)
+
+
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
     """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
-    neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`)."""
+    neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`).
+    A slow file's leg on the current stack is `stack_leg` too."""
     for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.path.name in SLOW_STACK_LEGS and params.get("stack") == "current":
+            item.add_marker(pytest.mark.stack_leg)
         if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
         if not any(item.get_closest_marker(kind) for kind in ("e2e", "publish", "process")):

@@ -3,16 +3,17 @@
 The simulator's kv-collapse of every engine, as the exporters write it (Triton's C++ `le="5000"`, Rust's and
 Go's integer bounds), is backfilled into Debian's Prometheus 2.42 by its promtool and into Prometheus 3.16
 (the current stack, tests/support/stacks.py) by its own promtool, which normalises `le` and `quantile` of
-histogram and summary families to float text exactly as its scrape does (checked below on a live scrape of
-`llmdash simulate --serve`); 3.16's range selectors and subqueries are left-open. Then, on the same data at
-the same instants: every panel target and annotation of every dashboard, and every recording rule's and
-alert's expression over raw series, for the same series.
-Tolerances are the suite's (tests/e2e/test_victoriametrics_e2e.py): a panel within 10 % at 85 % of the
-minutes after warm-up or more, a recorded series within 5 % at 70 %, with a floor of 1 % of the series'
-largest value; an alert's condition holds for the same series (the same replica) from the same minute on
-both. (At every minute is not reached: the scrapes here sit on the minute grid the queries step on, so a
-5-minute range holds 21 samples on 2.42 and 20 on 3.16, which in a transient is worth up to a third of a
-TTFT p99: dynamo 1.84 s vs 1.29 s at one minute.)
+histogram and summary families to float text as its scrape does (checked below on a live scrape of
+`llmdash simulate --serve`; only under the family's TYPE line, which the simulator's files repeat); 3.16's
+range selectors and subqueries are left-open. Then, on the same data at the same instants: every panel
+target and annotation of every dashboard, and every recording rule's and alert's expression over raw
+series, for the same series.
+The scrapes are phased (each process 0.5-14.5 s into the interval, as a fleet's are): on data on the minute
+grid the queries step on, a 5-minute range holds 21 samples on 2.42 and 20 on 3.16, which in the collapse
+moved dynamo's TTFT p99 from 1.84 s to 1.29 s at one minute. Tolerances are the suite's
+(tests/e2e/test_victoriametrics_e2e.py): a panel within 10 % at 85 % of the minutes after warm-up or more, a
+recorded series within 5 % at 70 %, with a floor of 1 % of the series' largest value; an alert's condition
+holds for the same series (the same replica) from the same minute on both.
 """
 
 from __future__ import annotations
