@@ -259,7 +259,9 @@ class Signals(SignalsBase):
     """PromQL for one engine under one scope over raw scraped series."""
 
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
-        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
+        """The source's series under the scope, without a router's series of the same name (`EngineSpec.routers`)."""
+        foreign = tuple(Matcher(label, "=", "") for label in self.spec.foreign_labels(source.metric.name))
+        return promql.selector(series or source.series, source_matchers(source) + foreign + extra + self.scope)
 
     def _once_per_unit(self, source: Source, expr: str) -> str:
         """One value per KV-cache unit: the max over the rank labels whose series repeat a unit's numbers (SGLang's

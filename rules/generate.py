@@ -180,9 +180,10 @@ def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: 
 
 
 def _rank(sig: Signals) -> str:
-    """` (data-parallel rank N)` where the alert's series carry the engine's rank label."""
-    return "".join(f"{{{{ with $labels.{label} }}}} (data-parallel rank {label}={{{{ . }}}}){{{{ end }}}}"
-                   for label in sig.spec.ranks.unit)
+    """` label=value` for each label of the engine's KV-cache unit inside an instance that the alert carries
+    (vLLM's `engine`, Ray Serve's `ReplicaId`): the label as the engine writes it, since its meaning is the
+    catalog's (vLLM writes engine="0" on every V1 server, data-parallel or not)."""
+    return "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in sig.spec.ranks.unit)
 
 
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
@@ -296,7 +297,7 @@ def instance_latency_high(sig: RecordedSignals, config) -> dict | None:
     if role is None or sig.is_mean(role):
         return None
     s = config.straggler
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = "{{ $labels." + config.fleet.instance_label + " }}" + _rank(sig)
     mine = sig.instance_quantile(role)
     model = ", ".join(sig.recorded_model)
     fleet = sig.quantile(role, HEADLINE_QUANTILE)

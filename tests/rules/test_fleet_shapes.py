@@ -99,7 +99,7 @@ def test_ray_serve_one_chronic_replica_of_four_warns_and_names_its_replica(tmp_p
 def test_the_ray_serve_page_text_names_the_replica():
     rule = next(rule for group in default_rules()[RAY]["groups"] for rule in group["rules"]
                 if rule.get("alert") == Alert.PREEMPTIONS_HIGH)
-    assert "{{ $labels.ReplicaId }}" in rule["annotations"]["summary"]
+    assert "$labels.ReplicaId" in rule["annotations"]["summary"]
 
 
 # ---- 3. production-stack's router beside its engines --------------------------------------------------------------
