@@ -77,13 +77,17 @@ class _Build:
         self.rec = RecordedSignals(layer.spec, layer.config, scope, layer.config.divergence.window, layer)
 
     def leaf(self, expr: str) -> str:
-        """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
-        label), so every engine's recorded series have the same labels."""
-        model = self.spec.model_label
-        if model == MODEL_LABEL:
-            return expr
-        with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
-        return f'label_replace({with_name}, "{model}", "", "", "")'
+        return as_recorded(self.spec, expr)
+
+
+def as_recorded(spec: EngineSpec, expr: str) -> str:
+    """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
+    label), so every engine's recorded series have the same labels."""
+    model = spec.model_label
+    if model == MODEL_LABEL:
+        return expr
+    with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
+    return f'label_replace({with_name}, "{model}", "", "", "")'
 
 
 def _one(_raw) -> tuple:
@@ -456,6 +460,18 @@ class RecordedSignals(SignalsBase):
         series = self.series("bucket_rates", role, self.config.divergence.window, level=Level.INSTANCE)
         group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,) + self.spec.ranks.unit
         return promql.quantile(q, f"sum{promql.by(group)} ({self.selector(series)})", self.scale(role))
+
+    @property
+    def recorded_unit(self) -> tuple[str, ...]:
+        """The labels of one KV-cache unit in recorded series and in the per-unit alerts' `ALERTS`, `llm_engine` aside
+        (raw series do not carry it)."""
+        return self._group(self.unit_group)
+
+    def scraped(self, role: str) -> str:
+        """1 per KV-cache unit whose `role` series are scraped now, in recorded labels: what a warning about the unit
+        is joined with, so it ends when the unit stops being scraped (read from raw series: a recorded rate would
+        outlive the target by its window)."""
+        return as_recorded(self.spec, self.raw.present(role, self.unit_group))
 
     def instance_throughput(self) -> str:
         return self.selector(self.series("throughput", window=self.config.divergence.window, level=Level.INSTANCE))

@@ -418,11 +418,13 @@ class Signals(SignalsBase):
         """1 per value set of `labels` under which some source of `role` is exported."""
         return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
 
-    def present(self, role: str) -> str:
-        """1 per replica that exports any source of `role` (a histogram by its _count)."""
+    def present(self, role: str, group=None) -> str:
+        """1 per replica (or `group`, e.g. `unit_group`) that exports any source of `role` now (a histogram by its
+        _count). An instant selector: a target that leaves service discovery (a pod autoscaling deleted) ends it
+        at once with its staleness markers, where a rate over a window would still read its last samples."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
-        return self._per_series(role, series, "group", self.instance_group, once=False)
+        return self._per_series(role, series, "group", self.instance_group if group is None else group, once=False)
 
 
 class LogSignals:
