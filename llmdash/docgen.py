@@ -1,5 +1,6 @@
-"""The two reference pages written from code: `docs/engines.md` (the catalogs) and `docs/configuration.md`
-(the config model with the comments of `llmdash.example.yaml`).
+"""The pages written from code: `docs/engines.md` (the catalogs) and `docs/configuration.md` (the config model
+with the comments of `llmdash.example.yaml`), and the generated blocks inside hand-written pages
+(`llmdash.docblocks`: alert figures, output directories, scenarios).
 
 Why: a page copied by hand from the catalogs or the config drifts the day someone adds a series or a
 key; generated, it cannot, and `python -m llmdash.docgen --check` (run by the test suite) fails when
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from llmdash import durations
+from llmdash import docblocks, durations
 from llmdash.config import REPLACED_KEYS, Config
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import EngineSpec, Metric, Source
@@ -243,10 +244,17 @@ def configuration_page(example: str) -> str:
 # ---- writing and checking -----------------------------------------------------------------------------------
 
 def render(root: Path = ROOT) -> dict[str, str]:
-    """Page path (relative to the repository) -> its text, as the code and catalogs say now."""
+    """Page path (relative to the repository) -> its text, as the code and catalogs say now: the two generated
+    pages, and every page of the README and docs/ that marks a generated block, with its blocks filled."""
     specs = load_all()
-    return {"docs/engines.md": engines_page(specs, read_notes(specs, root / NOTES_FILE)),
-            "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8"))}
+    pages = {"docs/engines.md": engines_page(specs, read_notes(specs, root / NOTES_FILE)),
+             "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8"))}
+    for path in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        name = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if name not in pages and docblocks.BEGIN.search(text):
+            pages[name] = docblocks.fill(name, text)
+    return pages
 
 
 def main(argv: list[str] | None = None) -> int:

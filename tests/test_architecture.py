@@ -24,7 +24,8 @@ LAYERS = {
     "llmdash.rules": 3,
     "llmdash.config": 4,
     "llmdash.build": 4,
-    "llmdash.docgen": 4,
+    "llmdash.docgen": 5,      # describes every layer below the command line
+    "llmdash.docblocks": 5,
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,

@@ -23,8 +23,15 @@ def config_of(ctx: click.Context):
     return load_config((ctx.obj or {}).get("config_path"))
 
 
-@click.command("build", help=f"""Build every dashboard and rule file into OUT/dashboards/ and OUT/rules/, and the
-    same as a monitoring mixin into OUT/mixin/ (prometheus_alerts.yaml, prometheus_rules.yaml, dashboards_out/).
+def directories(parts: tuple[str, ...] = builder.PARTS) -> str:
+    """The directories a build of `parts` writes under OUT, as the build itself lists them (`build.PART_SCOPES`)."""
+    return ", ".join(f"OUT/{directory}/" for directory in builder.scopes(parts))
+
+
+@click.command("build", help=f"""Build every dashboard, rule file and the rest into {directories()}: the
+    dashboards (classic and schema v2), the rule files, the Alertmanager inhibit rules and example
+    configuration, the runbooks, the same as a monitoring mixin (prometheus_alerts.yaml, prometheus_rules.yaml,
+    dashboards_out/) and the mtail programs.
 
     {ownership("OUT")}""")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,
@@ -41,8 +48,9 @@ def build_command(ctx: click.Context, out: Path, check: bool) -> None:
         click.echo(line)
 
 
-@click.command("rules", help=f"""Write the Prometheus rule files only, to OUT/rules/<engine>.rules.yaml (and the
-    Alertmanager inhibit rules to OUT/alertmanager/).
+@click.command("rules", help=f"""Write the rules part only, into {directories(("rules",))}: the Prometheus rule
+    files (OUT/rules/<engine>.rules.yaml), the Alertmanager inhibit rules and example configuration, and the
+    runbooks.
 
     {ownership("OUT")}""")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=builder.DEFAULT_OUT,

@@ -18,6 +18,7 @@ from llmdash.cli.build import ownership
 from llmdash.config import DNS1123_LABEL, load_config
 from llmdash.delivery.credentials import resolve_connection
 from llmdash.delivery.discovery import API_CHOICES, SCHEMA_CHOICES, connect
+from llmdash.delivery.kubernetes import DIRECTORIES
 from llmdash.delivery.provision import DEFAULT_GRAFANA_PATH, write_provisioning
 from llmdash.delivery.publish import PublishOptions, git_revision, publish
 from llmdash.errors import LlmdashError
@@ -120,9 +121,8 @@ def publish_command(ctx, names, config_path, url, token_file, folder_uid, folder
     under /etc/grafana/provisioning/dashboards); DIRECTORY/dashboards/*.json are the models
     (mount them at --grafana-path).
 
-    --format kubernetes: DIRECTORY/sidecar (ConfigMaps for the Grafana sidecar),
-    DIRECTORY/grafana-operator (GrafanaDashboards), DIRECTORY/prometheus-operator
-    (PrometheusRules), each with a kustomization.yaml; settings under `kubernetes:` in the config.
+    --format kubernetes: {"; ".join(f"DIRECTORY/{folder}/ ({what})" for folder, what in DIRECTORIES.items())};
+    each with a kustomization.yaml; settings under `kubernetes:` in the config.
     A DIRECTORY/kustomization.yaml of your own is kept: llmdash's goes to kustomization.llmdash.yaml.
 
     {ownership("DIRECTORY")}""")

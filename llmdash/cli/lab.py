@@ -119,7 +119,7 @@ def _serve(engine, spec, scenario, seed: int, port: int, speed: float) -> None:
 @click.option("--seed", default=1, show_default=True, help="Simulator seed.")
 @click.pass_context
 def demo_command(ctx: click.Context, out: Path, seed: int) -> None:
-    """Build, simulate a KV-cache collapse on a local Prometheus, draw every dashboard to OUT/."""
+    """Build, simulate a KV-cache collapse on a local Prometheus, draw every engine's dashboard to OUT/."""
     from llmdash.lab.demo import run_demo   # matplotlib only when drawing
 
     paths = run_demo(load_config(_config_path(ctx)), out, seed, progress=lambda m: click.echo(m, err=True))

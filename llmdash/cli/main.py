@@ -26,7 +26,7 @@ COMMANDS = {
     "layout": ("llmdash.cli.review", "layout_command", "Draw a dashboard's grid, old beside new."),
     "doctor": ("llmdash.cli.doctor", "doctor_command", "Which panels and alerts will be empty on a fleet, and why."),
     "simulate": ("llmdash.cli.lab", "simulate_command", "Simulate an engine serving a scenario."),
-    "demo": ("llmdash.cli.lab", "demo_command", "Simulate a KV-cache collapse and draw every dashboard."),
+    "demo": ("llmdash.cli.lab", "demo_command", "Simulate a KV-cache collapse and draw every engine's dashboard."),
     "bench-detect": ("llmdash.cli.lab", "bench_detect_command", "Alert detection delays vs naive baselines."),
     "bench-cost": ("llmdash.cli.lab", "bench_cost_command", "Samples and time of one dashboard load, vs vLLM's own."),
 }

@@ -41,6 +41,11 @@ FOLDERS = (SIDECAR, OPERATOR, RULES)
 # Grafana resource, here the v2 Dashboard (grafana-operator docs/examples/manifests/dashboards-v2).
 OPERATOR_V2 = "grafana-operator-v2"
 KUSTOMIZATION = "kustomization.yaml"
+# Every directory written under DIR -> what it holds: the one list `provision --help` and docs/kubernetes.md show.
+DIRECTORIES = {SIDECAR: "ConfigMaps for the Grafana dashboard sidecar", OPERATOR: "GrafanaDashboards",
+               RULES: "PrometheusRules",
+               OPERATOR_V2: "GrafanaManifests of the schema v2 dashboards, not listed in the top-level "
+                            f"{KUSTOMIZATION}: apply it instead of {OPERATOR}/, never both"}
 # Where DIR's kustomization goes when DIR/kustomization.yaml is the user's own.
 KUSTOMIZATION_ASIDE = "kustomization.llmdash.yaml"
 COMMON_LABELS = {"app.kubernetes.io/managed-by": "llmdash"}

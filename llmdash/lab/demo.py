@@ -70,6 +70,11 @@ def summarise(engine: str, result: DashboardResult, onset: float, end: float) ->
     return "\n".join(lines)
 
 
+def evaluate(dashboard: dict, server: PrometheusServer, window) -> DashboardResult:
+    """The dashboard over what the demo shows of `window`: from SHOWN_BEFORE_ONSET_S before its onset to its end."""
+    return evaluate_dashboard(dashboard, server, window.onset - SHOWN_BEFORE_ONSET_S, window.end, STEP_S)
+
+
 def run_demo(config, out_dir: Path, seed: int = 1, progress: Callable[[str], None] = print) -> list[Path]:
     """Write out_dir/<engine>.png for every built dashboard; return the paths."""
     started = time.monotonic()
@@ -89,13 +94,12 @@ def run_demo(config, out_dir: Path, seed: int = 1, progress: Callable[[str], Non
         window = load_scenarios(server, [SCENARIO], engines, seed, progress=say)[SCENARIO]
         server.start()
         say(f"local Prometheus ready on {server.url}")
-        start = window.onset - SHOWN_BEFORE_ONSET_S
         # the data starts with the scenario: the divergence baselines (a window ending baseline_offset
         # ago) have their first values one offset later, and are whole one window after that
         warmup_end = window.start + seconds(config.divergence.baseline_offset)
         paths, summaries = [], []
         for engine in engines:
-            result = evaluate_dashboard(dashboards[engine], server, start, window.end, STEP_S)
+            result = evaluate(dashboards[engine], server, window)
             heading = (f"{dashboards[engine].get('title', engine)} — simulated {SCENARIO}, "
                        "x axis: minutes from the onset (dashed)")
             paths.append(render_dashboard(result, out_dir / f"{engine}.png", window.onset, heading,

@@ -1,4 +1,4 @@
-"""Opt-in: the publish contract against a real Grafana (CI has none; see docs/publishing.md).
+"""Opt-in: the publish contract against a real Grafana (CI has none; see docs/publishing-and-grafana-versions.md).
 
 Runs only when GRAFANA_URL is set, with GRAFANA_TOKEN or GRAFANA_USER/GRAFANA_PASSWORD, once
 through /api and once through the resource API /apis/dashboard.grafana.app (skipped, saying so,
@@ -29,7 +29,8 @@ from llmdash.errors import EXIT_DRIFT, EXIT_OK
 pytestmark = [
     pytest.mark.publish,
     pytest.mark.skipif(not os.environ.get("GRAFANA_URL"),
-                       reason="GRAFANA_URL is not set: live Grafana test is opt-in (see docs/publishing.md)"),
+                       reason="GRAFANA_URL is not set: live Grafana test is opt-in "
+                              "(see docs/publishing-and-grafana-versions.md#tests)"),
 ]
 
 

@@ -42,8 +42,9 @@ def test_collapse_pages_in_time_for_the_collapsing_model_only(outcomes, engine):
     divergence = collapse.delay_s(Alert.DIVERGENCE)
     counted = SPECS[engine].has("preemptions") and SPECS[engine].signal("preemptions").sources[0].kind == "counter"
     # a mean moves only as stalled requests finish: it paged 337 s after the onset (seed 1); where preemptions
-    # are counted the divergence warning waits for the page's decision: its `for` of 6m starts once the burst page
-    # (2m window, `for: 2m`) is no longer pending; vLLM seed 1: the page at +3.3 min, the warning at +10.6 min
+    # are counted the divergence warning waits for the page's decision: its `for` (divergence.alert_for plus the
+    # page's short window and `for`) starts once the burst page is no longer pending; vLLM seed 1: the page at
+    # +3.3 min, the warning at +10.6 min
     deadline = 7 * 60 if engine in MEAN_ONLY else 12 * 60 if counted else 5 * 60
     assert divergence is not None and divergence <= deadline, divergence
     if counted:
