@@ -18,7 +18,8 @@ from __future__ import annotations
 import yaml
 
 from llmdash.durations import duration, seconds
-from llmdash.engines.model import EngineSpec
+from llmdash.engines.catalog import load_engine
+from llmdash.engines.model import FRONTEND_ROLE, EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, fixed_selectors
@@ -118,18 +119,30 @@ def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
 
 def inhibit_rules(config) -> dict:
     """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
-    of the same engine, model and fleet group, which describe the same incident from outside, and the
-    capacity and straggler warnings of the same instance, which it explains."""
+    of the same engine, model and fleet group, which describe the same incident from outside; the
+    capacity and straggler warnings of the same KV-cache unit (instance and the catalogs' unit labels), which it
+    explains; and, across `llm_engine`, the same alerts of a frontend (Dynamo's) for the same model and fleet
+    group: a worker's page and its frontend's latency are one incident, one page."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
-    return {"inhibit_rules": [{
+    specs = [load_engine(engine) for engine in config.engine_ids]
+    units = tuple(dict.fromkeys(label for spec in specs for label in spec.ranks.unit))
+    frontends = [spec.id for spec in specs if spec.role == FRONTEND_ROLE]
+    rules = [{
         "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
         "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"'],
         "equal": equal,
     }, {
         "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
         "target_matchers": [f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"'],
-        "equal": [*equal, config.fleet.instance_label],
-    }]}
+        "equal": [*equal, config.fleet.instance_label, *units],
+    }]
+    if frontends:
+        rules.append({
+            "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
+            "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"', f'{ENGINE_LABEL}=~"{"|".join(frontends)}"'],
+            "equal": [MODEL_LABEL, *config.fleet.group_by],
+        })
+    return {"inhibit_rules": rules}
 
 
 def render_inhibit_rules(model: dict) -> str:
