@@ -58,6 +58,7 @@ WATCHED_BY = {
     library.token_latency_tile: Alert.ITL_HIGH, library.token_latency_chart: Alert.ITL_HIGH,
     library.itl_detail_chart: Alert.ITL_HIGH, library.tpot_detail_chart: Alert.ITL_HIGH,   # the alert reads one of them
     slo_budget_chart: Alert.SLO_BURN_FAST, slo_burn_chart: Alert.SLO_BURN_FAST,
+    library.top_instances_by_latency: Alert.INSTANCE_LATENCY_HIGH,   # the straggler: one instance far slower
 }
 
 

@@ -116,12 +116,13 @@ HISTORY_S, THRASH_S, STEP_S = 150 * 60, 8 * 60, 15
 
 def dynamo_over_vllm(path, now: float) -> None:
     """2.5 hours of a Dynamo deployment as scraped, written as OpenMetrics: the vLLM worker's own series on its
-    system port (the worker passes vLLM's `vllm:` series through, ai-dynamo/dynamo docs/backends/vllm/prometheus.md)
-    and the frontend's (`dynamo_frontend_*`, names from ai-dynamo/dynamo@04070c75b52f33346a2d5723eed93a0093e77bad:
-    lib/runtime/src/metrics/prometheus_names.rs, `frontend_service`; labelled `model`). The worker finishes 1
-    request/s; THRASH_S before the end it starts preempting 0.3/s (30 % of its requests). The frontend streams 100
-    tokens/s throughout; from the same moment 5 % of its inter-token gaps take 1.1 s instead of 10 ms, so its
-    p99 rises a hundredfold while its throughput stays flat: the divergence, a critical alert on Dynamo."""
+    system port (the worker passes vLLM's `vllm:` series through:
+    github.com/ai-dynamo/dynamo/docs/backends/vllm/prometheus.md) and the frontend's (`dynamo_frontend_*`, names
+    from ai-dynamo/dynamo@04070c75b52f33346a2d5723eed93a0093e77bad:lib/runtime/src/metrics/prometheus_names.rs,
+    `frontend_service`; labelled `model`). The worker finishes 1 request/s; THRASH_S before the end it starts
+    preempting 0.3/s (30 % of its requests). The frontend streams 100 tokens/s throughout; from the same moment 5 %
+    of its inter-token gaps take 1.1 s instead of 10 ms, so its p99 rises a hundredfold while its throughput stays
+    flat: the divergence, a critical alert on Dynamo."""
     worker = 'instance="10.0.0.5:8081",job="dynamo-worker",model_name="m1",engine="0"'
     frontend = 'instance="10.0.0.9:8000",job="dynamo-frontend",model="m1"'
     start, onset = now - HISTORY_S, now - THRASH_S
