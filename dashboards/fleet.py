@@ -18,7 +18,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import Key, Level, Series
 from llmdash.panels.slo_panels import fleet_slo_table
 from llmdash.vocabulary import (ENGINE_LABEL, FLEET_TAG, FLEET_UID, HEADLINE, HEADLINE_QUANTILE, MODEL_LABEL, Alert,
-                                Annotations, Role)
+                                Annotations, Role, dashboard_uid)
 
 
 def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
@@ -50,7 +50,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         return f"{reduce}{promql.by(model_labels)} ({read(key)})"
 
     firing = firing_alerts(scope, config)
-    down = (f"/d/llmdash-${{__data.fields.{ENGINE_LABEL}}}?var-model_name=${{__data.fields.{MODEL_LABEL}}}"
+    down = (f"/d/{dashboard_uid(f'${{__data.fields.{ENGINE_LABEL}}}')}?var-model_name=${{__data.fields.{MODEL_LABEL}}}"
             "&${__url_time_range}")
     legend = " ".join("{{" + label + "}}" for label in (MODEL_LABEL, ENGINE_LABEL, *groups))
     columns = [(throughput_key, "", "Output tok/s", "short"),

@@ -255,15 +255,17 @@ class EngineSpec:
         names = dict(self.renames).get(base_name, ())
         return names[0] if names else None
 
-    def has(self, role: str) -> bool:
-        signal = self.signals.get(role)
+    def has(self, role: Role) -> bool:
+        """Whether the engine has a source for `role`; a name that is no `Role` raises (a typo such as
+        "preemption" must not read as "this engine has none")."""
+        signal = self.signals.get(_role(role))
         return bool(signal and signal.sources)
 
-    def signal(self, role: str) -> Signal:
-        return self.signals[role]
+    def signal(self, role: Role) -> Signal:
+        return self.signals[_role(role)]
 
-    def note(self, role: str) -> str:
-        signal = self.signals.get(role)
+    def note(self, role: Role) -> str:
+        signal = self.signals.get(_role(role))
         return signal.note if signal else ""
 
     def coverage(self, role: str) -> tuple[Version, Version | None] | None:
@@ -290,6 +292,14 @@ class EngineSpec:
 
 
 UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
+
+
+def _role(role: str) -> Role:
+    """`role` as a `Role`; ValueError naming the known roles for anything else."""
+    try:
+        return Role(role)
+    except ValueError:
+        raise ValueError(f"unknown role {role!r} (known: {', '.join(Role)})") from None
 
 
 def layout_versions(first: Version | None, until: Version | None) -> str:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from llmdash.durations import seconds
 from llmdash.engines.catalog import available_engines
+from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
 from llmdash.rules.targets import TARGETS
@@ -31,7 +32,6 @@ GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$"
 PROMETHEUS_EVALUATION_INTERVAL = "1m"   # Prometheus' default global evaluation_interval
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
@@ -373,7 +373,7 @@ def _check(config: Config, path: Path) -> None:
         if engine not in known:
             bad("engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
     for label in list(config.selectors) + list(config.label_variables):
-        if not LABEL_NAME.match(label) or label.startswith("__"):
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__"):
             bad("selectors" if label in config.selectors else "label_variables",
                 f"{shorten(label)} is not a label name")
     for label in config.label_variables:
@@ -458,13 +458,13 @@ def _check(config: Config, path: Path) -> None:
     if config.logs.min_events < 0:
         bad("logs.min_events", "must not be negative")
     for label in list(config.logs.selectors) + list(config.logs.replica_labels):
-        if not LABEL_NAME.match(label) or label.startswith("__"):
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__"):
             bad("logs", f"{shorten(label)} is not a label name")
     if config.fleet.instance_label in config.logs.replica_labels:
         bad("logs.replica_labels", f"{config.fleet.instance_label!r} differs between an engine and its mtail "
                                    "(each is its own scrape target)")
     for label in config.fleet.group_by + (config.fleet.instance_label,):
-        if not LABEL_NAME.match(label) or label.startswith("__") or label == "le":
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__") or label == "le":
             bad("fleet", f"{label!r} is not a label name to group by")
     if config.fleet.instance_label in config.fleet.group_by:
         bad("fleet.group_by", f"{config.fleet.instance_label!r} is the instance label; grouping by it is per instance")

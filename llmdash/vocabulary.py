@@ -43,7 +43,6 @@ BUCKET_LABEL = "le"
 ALERTNAME_LABEL = "alertname"
 ALERTSTATE_LABEL = "alertstate"
 SEVERITY_LABEL = "severity"
-JOB_LABEL = "job"
 ALERTS_SERIES = "ALERTS"       # written by the ruler itself for pending and firing alerts
 LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count log lines into
 SLO_LABEL = "slo"              # the objective's name on its recorded series and burn-rate alerts
@@ -116,7 +115,6 @@ RESERVED_ENGINE_IDS = frozenset({FLEET})
 TAG = "llmdash"
 DOMAIN_TAG = "llm-serving"
 FLEET_TAG = f"{UID_PREFIX}{FLEET}"
-DATASOURCE_VARIABLE = "datasource"
 
 
 def dashboard_uid(name: str) -> str:

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from llmdash.vocabulary import BASELINE_QUANTILE
+from llmdash.vocabulary import BASELINE_QUANTILE, MODEL_LABEL
 
 
 def escape(value: str) -> str:
@@ -97,6 +97,16 @@ def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
 
 def rate(series_selector: str, window: str, offset: str | None = None) -> str:
     return f"rate({series_selector}[{window}]{f' offset {offset}' if offset else ''})"
+
+
+def as_model_name(expr: str, model_label: str, keep: bool = True) -> str:
+    """`expr` with the engine's model label (`model_label`) copied to `model_name`, what recorded series and
+    alerts call the model whatever the engine calls it; without `keep`, the engine's own label removed (an
+    empty replacement deletes a label), so every engine's series have the same labels."""
+    if model_label == MODEL_LABEL:
+        return expr
+    named = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model_label}", "(.*)")'
+    return named if keep else f'label_replace({named}, "{model_label}", "", "", "")'
 
 
 def by(labels: tuple[str, ...]) -> str:

@@ -77,17 +77,9 @@ class _Build:
         self.rec = RecordedSignals(layer.spec, layer.config, scope, layer.config.divergence.window, layer)
 
     def leaf(self, expr: str) -> str:
-        return as_recorded(self.spec, expr)
-
-
-def as_recorded(spec: EngineSpec, expr: str) -> str:
-    """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
-    label), so every engine's recorded series have the same labels."""
-    model = spec.model_label
-    if model == MODEL_LABEL:
-        return expr
-    with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
-    return f'label_replace({with_name}, "{model}", "", "", "")'
+        """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
+        label), so every engine's recorded series have the same labels."""
+        return promql.as_model_name(expr, self.spec.model_label, keep=False)
 
 
 def _one(_raw) -> tuple:
@@ -471,7 +463,7 @@ class RecordedSignals(SignalsBase):
         """1 per KV-cache unit whose `role` series are scraped now, in recorded labels: what a warning about the unit
         is joined with, so it ends when the unit stops being scraped (read from raw series: a recorded rate would
         outlive the target by its window)."""
-        return as_recorded(self.spec, self.raw.present(role, self.unit_group))
+        return promql.as_model_name(self.raw.present(role, self.unit_group), self.spec.model_label, keep=False)
 
     def instance_throughput(self) -> str:
         return self.selector(self.series("throughput", window=self.config.divergence.window, level=Level.INSTANCE))

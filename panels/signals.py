@@ -118,13 +118,13 @@ class SignalsBase:
 
     def kv_usage(self, group=None) -> str:
         """The fullest instance counts: KV pressure is per engine, so take the max, never a sum."""
-        return self.gauge("kv_usage", group, "max")
+        return self.gauge(Role.KV_USAGE, group, "max")
 
     def waiting(self, group=None) -> str:
-        return self.gauge("waiting", group)
+        return self.gauge(Role.WAITING, group)
 
     def running(self, group=None) -> str:
-        return self.gauge("running", group)
+        return self.gauge(Role.RUNNING, group)
 
     def bucket(self, bound: float) -> Matcher:
         """The `le` matcher of one bucket bound (in the histogram's unit), as exported or as Prometheus 3 stores it."""
@@ -136,7 +136,7 @@ class SignalsBase:
 
     @property
     def has_retracted_sides(self) -> bool:
-        return self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")
+        return self.spec.has(Role.RETRACTED_INPUT_TOKENS) and self.spec.has(Role.RETRACTED_OUTPUT_TOKENS)
 
     def scale(self, role: str) -> float:
         return UNIT_TO_SECONDS[self.sources(role)[0].metric.unit]
@@ -343,9 +343,9 @@ class Signals(SignalsBase):
 
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
-        total = self._per_series("preemptions_per_request", lambda s: promql.rate(
+        total = self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s: promql.rate(
             self._select(s, f"{s.metric.name}_sum"), self.window), "sum", group)
-        count = self._per_series("preemptions_per_request", lambda s: promql.rate(
+        count = self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s: promql.rate(
             self._select(s, f"{s.metric.name}_count"), self.window), "sum", group)
         return promql.divide(total, count)
 

@@ -99,7 +99,7 @@ def indicator(spec: EngineSpec, config, objective) -> Indicator:
                            "limit the objective's `engines:`")
     sig = Signals(spec, config, fixed_selectors(spec, config), "5m")   # the rules' scope: generic names count
     for source in sig.sources(role):
-        problem = bound_problem(spec, source.metric, objective.target_seconds)
+        problem = slo_target_problem(spec, source.metric, objective.target_seconds)
         if problem:
             raise LlmdashError(f"{where}.target_seconds: {problem} ({spec.id}); a latency SLO counts good events "
                                "from the bucket whose bound is the target")
@@ -110,7 +110,7 @@ def indicators(spec: EngineSpec, config) -> tuple[Indicator, ...]:
     return tuple(indicator(spec, config, o) for o in objectives_for(config, spec.id))
 
 
-def bound_problem(spec: EngineSpec, metric: Metric, target_seconds: float) -> str | None:
+def slo_target_problem(spec: EngineSpec, metric: Metric, target_seconds: float) -> str | None:
     """Why `target_seconds` is not a bucket bound of `metric` in every supported version of `spec`, naming the
     nearest bounds on each side (per range of versions where those differ); None when it is one everywhere."""
     if metric.buckets is None or metric.unit not in UNIT_TO_SECONDS:

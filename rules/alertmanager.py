@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import yaml
 
-from llmdash.rules.generate import SAFE_DUMPER, inhibit_rules
+from llmdash.rules.generate import SAFE_DUMPER
+from llmdash.rules.identity import inhibit_rules
 from llmdash.vocabulary import ALERTNAME_LABEL, ENGINE_LABEL, MODEL_LABEL, SEVERITY_LABEL
 
 PAGE, TICKET = "page", "ticket"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from llmdash.engines.model import EngineSpec
-from llmdash.rules.generate import SIGNAL_LABEL
+from llmdash.rules.identity import SIGNAL_LABEL
 from llmdash.vocabulary import MODEL_LABEL, SLO_LABEL, Alert
 
 

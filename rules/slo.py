@@ -21,9 +21,8 @@ from __future__ import annotations
 from llmdash.durations import seconds
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.slo import PAIRS, WHAT, Indicator, Pair, indicators
-from llmdash.vocabulary import SLO_LABEL, Alert, Sli
+from llmdash.vocabulary import SLO_LABEL, Alert, Role, Sli
 
-SEVERITY = {Alert.SLO_BURN_FAST: "critical", Alert.SLO_BURN_SLOW: "warning"}
 FOR = "0s"   # the short window already demands that the burn is current; a `for` would only delay the page
 
 
@@ -52,7 +51,8 @@ def pair_condition(sig: RecordedSignals, ind: Indicator, pair: Pair) -> str:
 
 
 def burn_rate_alert(sig: RecordedSignals, ind: Indicator, alert: Alert, where: str) -> dict:
-    """The alert's fields (name, expr, duration, severity, summary, description), for `generate._alert`."""
+    """The alert's fields (name, expr, duration, summary, description, labels), for `generate._alert` (its severity
+    is `identity.SEVERITY`'s)."""
     o = ind.objective
     pairs = PAIRS[alert]
     window_s = seconds(o.window)
@@ -60,7 +60,7 @@ def burn_rate_alert(sig: RecordedSignals, ind: Indicator, alert: Alert, where: s
     spent = "; ".join(f"{p.burn:g}x over {p.long} (error ratio at least {threshold(p, o):.4%}, confirmed over "
                       f"{p.short}) spends {p.burn * seconds(p.long) / window_s:.1%} of the {o.window} budget in "
                       f"{p.long}" for p in pairs)
-    token = "" if ind.role != "tpot" else " Per-token latency is read from per-request TPOT: this engine has no ITL."
+    token = "" if ind.role != Role.TPOT else " Per-token latency is read from per-request TPOT: this engine has no ITL."
     kind = "page" if alert == Alert.SLO_BURN_FAST else "ticket"
     summary = (f"{o.name} SLO of {where} on {sig.spec.title} is burning its error budget "
                f"({'fast' if kind == 'page' else 'slowly but steadily'})")
@@ -71,7 +71,7 @@ def burn_rate_alert(sig: RecordedSignals, ind: Indicator, alert: Alert, where: s
         f"long window are required.{token} Budget left: the *Error budget remaining* panel. "
         f"If {Alert.PREEMPTIONS_HIGH} fires for the same model, it is the cause and this is its cost to users: "
         "one incident, grouped in one notification.")
-    return {"name": alert, "expr": expr, "duration": FOR, "severity": SEVERITY[alert], "summary": summary,
+    return {"name": alert, "expr": expr, "duration": FOR, "summary": summary,
             "description": description, "labels": {SLO_LABEL: ind.name}}
 
 

@@ -100,3 +100,24 @@ def test_the_duration_parser_imports_nothing_from_the_project():
     imported = set(_imports(ROOT / "llmdash" / "durations.py"))
     assert {name for name in imported
             if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
+
+
+def _reachable(start: str) -> set[str]:
+    """Every project module `start` imports, directly or through others (by the import statements' text)."""
+    modules = dict(_modules())
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        todo += [name for name in _imports(modules[module]) if name in modules]
+    return seen - {start}
+
+
+def test_dashboards_never_import_the_rule_generator():
+    """A dashboard reads alert identity (names, labels, runbook URLs) from llmdash.rules.identity: importing
+    llmdash.rules.generate would let a dashboard build rule files again."""
+    dashboards = [module for module, _ in _modules() if module.startswith("llmdash.dashboards.")]
+    assert dashboards
+    assert [m for m in dashboards if "llmdash.rules.generate" in _reachable(m)] == []

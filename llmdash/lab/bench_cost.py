@@ -45,7 +45,7 @@ def grafana_step(range_s: float) -> int:
     return max(SCRAPE_S, math.ceil(range_s / POINTS / SCRAPE_S) * SCRAPE_S)
 
 
-def substitute(expr: str, range_s: float, step: int) -> str:
+def query_as_sent(expr: str, range_s: float, step: int) -> str:
     """The query Grafana sends: built-in intervals filled in, every template variable = All."""
     return variables.substitute(expr, {}, step, range_s, SCRAPE_S, default=variables.ALL)
 
@@ -157,7 +157,7 @@ def measure(server: PrometheusServer, queries: list[Query], start: float, end: f
     costs = []
     for query in queries:
         step = max(grafana_step(end - start), query.min_step_s)
-        expr = substitute(query.expr, end - start, step)
+        expr = query_as_sent(query.expr, end - start, step)
         if query.instant:
             path, params = "query", {"query": expr, "time": f"{end:.0f}"}
         else:

@@ -25,7 +25,8 @@ from llmdash.lab import scenarios
 from llmdash.lab.promserver import PrometheusServer
 from llmdash.lab.replay import prometheus_record
 from llmdash.rules.alertmanager import PAGE, TICKET, alertmanager_config
-from llmdash.rules.generate import INHIBITED, build_rules, render_rules
+from llmdash.rules.generate import build_rules, render_rules
+from llmdash.rules.identity import INHIBITED
 from llmdash.vocabulary import Alert
 from tests.support.alertmanager import AlertmanagerServer, WebhookReceiver
 

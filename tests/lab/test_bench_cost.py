@@ -14,8 +14,8 @@ def test_step_and_rate_interval_follow_grafana():
     assert bench_cost.grafana_step(3 * 3600) == 15          # 10.8 s per point, never below the scrape
     assert bench_cost.grafana_step(24 * 3600) == 90         # 86.4 s rounded up to whole scrapes
     expr = 'sum(rate(x{model_name=~"$model_name", instance=~"${instance}"}[$__rate_interval]))'
-    assert bench_cost.substitute(expr, 3 * 3600, 15) == 'sum(rate(x{model_name=~".*", instance=~".*"}[60s]))'
-    assert "[105s]" in bench_cost.substitute("rate(x[$__rate_interval])", 24 * 3600, 90)
+    assert bench_cost.query_as_sent(expr, 3 * 3600, 15) == 'sum(rate(x{model_name=~".*", instance=~".*"}[60s]))'
+    assert "[105s]" in bench_cost.query_as_sent("rate(x[$__rate_interval])", 24 * 3600, 90)
 
 
 def test_queries_cover_nested_panels_and_annotations():

@@ -33,11 +33,11 @@ def test_unit_threshold_and_collapse_changes():
     def edit(spec):
         defaults = spec["elements"]["ttft_p99"]["spec"]["vizConfig"]["spec"]["fieldConfig"]["defaults"]
         defaults["unit"] = "ms"
-        spec["layout"]["spec"]["rows"][3]["spec"]["collapse"] = False
+        spec["layout"]["spec"]["rows"][3]["spec"]["collapse"] = True
 
     changes = {(c.kind, c.where, c.before, c.after) for c in _changed(edit)}
     assert ("unit", 'row "Throughput vs latency" / panel "TTFT p99"', "s", "ms") in changes
-    assert ("setting", 'row "Instances" / collapsed', "true", "false") in changes
+    assert ("setting", 'row "Instances" / collapsed', "false", "true") in changes
 
 
 def test_renaming_an_element_is_reported():

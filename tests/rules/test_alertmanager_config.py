@@ -12,7 +12,7 @@ import yaml
 
 from llmdash.build import ALERTMANAGER_CONFIG, generated_files
 from llmdash.config import Config
-from llmdash.rules.generate import inhibit_rules
+from llmdash.rules.identity import inhibit_rules
 
 pytestmark = pytest.mark.e2e     # runs Debian's amtool
 

@@ -12,7 +12,8 @@ from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.panels.recorded import Key, Level, recording_layer
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
-from llmdash.rules.generate import inhibit_rules, render_rules
+from llmdash.rules.generate import render_rules
+from llmdash.rules.identity import inhibit_rules
 from tests.support.promtool import promtool as promtool_path, run_rule_tests
 from tests.support import rule_scenarios as sc
 from tests.support.builds import default_rules
