@@ -33,6 +33,7 @@ from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
+OUTSIDE_PAGE_STEP = "1m"  # how often a paged unit's short-window share is read outside its page (a rule interval)
 
 
 def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
@@ -209,7 +210,7 @@ def _healed_page(sig: RecordedSignals, config) -> str:
     unit = ", ".join(sig.recorded_unit)
     page = f'{ALERTS_SERIES}{{{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}", {ENGINE_LABEL}="{sig.spec.id}"}}'
     short = sig.preemption_share(sig.unit_group, p.short_window)
-    outside = f"avg_over_time(({short} unless on ({unit}) {page})[{p.chronic_window}:1m])"
+    outside = f"avg_over_time(({short} unless on ({unit}) {page})[{p.chronic_window}:{OUTSIDE_PAGE_STEP}])"
     return (f"max by ({unit}) (max_over_time({page}[{p.chronic_window}])) "
             f"unless on ({unit}) ({outside} >= {p.chronic_share:g})")
 
