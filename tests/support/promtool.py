@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -42,14 +43,17 @@ def resolve(binary: str) -> str:
     return binary
 
 
-def run_rule_tests(tmp_path: Path, rules: Path, input_series: list[dict], checks: list[dict],
-                   timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None) -> None:
-    """Evaluate `rules` every minute over `input_series` (1m apart) and assert every `promql_expr_test` check
-    (and `alert_rule_test` check, given), with `binary` (a name from `promtools()`)."""
-    case = {"interval": "1m", "input_series": input_series, "promql_expr_test": checks}
+def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict], checks: list[dict],
+                   timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None,
+                   interval: str = "1m") -> None:
+    """Evaluate `rules` (one rule file or several, loaded together) every minute over `input_series` (samples
+    `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test` check, given), with
+    `binary` (a name from `promtools()`)."""
+    files = [rules] if isinstance(rules, Path) else list(rules)
+    case = {"interval": interval, "input_series": input_series, "promql_expr_test": checks}
     if alert_checks:
         case["alert_rule_test"] = alert_checks
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [case]}
+    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m", "tests": [case]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
     result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
