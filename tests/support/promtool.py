@@ -20,9 +20,11 @@ def promtool() -> str:
 
 
 def run_rule_tests(tmp_path: Path, rules: Path, input_series: list[dict], checks: list[dict],
-                   timeout: float = 600) -> None:
-    """Evaluate `rules` every minute over `input_series` (1m apart) and assert every `promql_expr_test` check."""
+                   timeout: float = 600, group_eval_order: list[str] | None = None) -> None:
+    """Evaluate `rules` every minute over `input_series` (1m apart) and assert every `promql_expr_test` check.
+    `group_eval_order`: the groups evaluated first at each instant, in this order (else promtool's is random)."""
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
+            **({"group_eval_order": group_eval_order} if group_eval_order else {}),
             "tests": [{"interval": "1m", "input_series": input_series, "promql_expr_test": checks}]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
