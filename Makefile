@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check lint test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
@@ -22,6 +22,7 @@ help:
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay (seeds 1-4), false firings vs naive baselines, live page delay per backend -> docs/benchmarks/bench-detect.md"
 	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-rules   what each rule group costs a Prometheus at 20, 200, 1000 replicas -> docs/benchmarks/bench-rules.md"
 	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 	@echo "make clean         remove out/ and .pytest_cache"
@@ -90,6 +91,9 @@ ANCHOR ?=
 bench-cost: install
 	@test -n "$(ANCHOR)" || { echo "make bench-cost needs ANCHOR=<path to vLLM's overview dashboard JSON>" >&2; exit 2; }
 	$(LLMDASH) bench-cost --anchor "$(ANCHOR)"
+
+bench-rules: install
+	$(LLMDASH) bench-rules
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

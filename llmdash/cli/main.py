@@ -29,6 +29,7 @@ COMMANDS = {
     "demo": ("llmdash.cli.lab", "demo_command", "Simulate a KV-cache collapse and draw every engine's dashboard."),
     "bench-detect": ("llmdash.cli.lab", "bench_detect_command", "Alert detection delays vs naive baselines."),
     "bench-cost": ("llmdash.cli.lab", "bench_cost_command", "Samples and time of one dashboard load, vs vLLM's own."),
+    "bench-rules": ("llmdash.cli.lab", "bench_rules_command", "What each rule group costs a Prometheus at N replicas."),
 }
 
 

@@ -166,9 +166,10 @@ class PrometheusServer(LocalServer):
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
 
-    def backfill(self, openmetrics_file: str | Path) -> None:
-        """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks."""
-        if self.proc is not None:
+    def backfill(self, openmetrics_file: str | Path, then_restart: bool = False) -> None:
+        """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks. A running server
+        loads new blocks only when it starts: `then_restart` says the caller will `restart()` it."""
+        if self.proc is not None and not then_restart:
             raise RuntimeError("backfill before start(): a running server does not load new blocks")
         result = subprocess.run(
             [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_file), str(self.data)],
