@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check lint test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-unit test-e2e mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
@@ -15,6 +15,7 @@ help:
 	@echo "make test-unit     the tests marked neither e2e, publish nor process (no real server, no llmdash process), < 1 min"
 	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
+	@echo "make mutate        named mutants of rules, fleet, Prometheus 3 text, redaction, manifest vs the unit tests (WRITE=1: docs/testing.md)"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
@@ -59,6 +60,12 @@ test-unit: install
 
 test-e2e: deps install
 	$(PYTEST) -m e2e
+
+# Not part of `make test` (its run time: docs/testing.md#mutation-score): each mutant runs its unit tests in a
+# temporary copy of the tree.
+WRITE ?=
+mutate: install
+	$(BIN)/python -m tests.mutation.mutants $(if $(WRITE),--write)
 
 demo: deps install
 	$(LLMDASH) demo --out out/demo

@@ -18,7 +18,7 @@ from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
-from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
+from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart, slo_coverage_chart
 from llmdash.rules.identity import alert_labels, carried_alerts, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
                                 ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, TAG, Alert, Annotations,
@@ -45,7 +45,7 @@ ROWS = [
     ("SLO", "What share of users still gets the latency we promise?", [
         library.slo_chart(Role.TTFT, "ttft_seconds"), library.slo_latency_chart]),
     ("Error budget", "Are we spending the SLO's error budget faster than it lasts?", [   # with slo.objectives only
-        slo_budget_chart, slo_burn_chart, slo_attainment_chart]),
+        slo_budget_chart, slo_burn_chart, slo_attainment_chart, slo_coverage_chart]),
 ]
 
 
@@ -58,6 +58,7 @@ WATCHED_BY = {
     library.token_latency_tile: Alert.ITL_HIGH, library.token_latency_chart: Alert.ITL_HIGH,
     library.itl_detail_chart: Alert.ITL_HIGH, library.tpot_detail_chart: Alert.ITL_HIGH,   # the alert reads one of them
     slo_budget_chart: Alert.SLO_BURN_FAST, slo_burn_chart: Alert.SLO_BURN_FAST,
+    slo_coverage_chart: Alert.SLO_COVERAGE_LOW,
 }
 
 

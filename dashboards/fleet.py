@@ -131,7 +131,8 @@ def _annotations(scope: tuple[Matcher, ...], config, divergence: str | None) -> 
     whose latency is up with throughput flat: the two marks an on-call looks for on the landing page."""
     pages = firing_alerts(scope, config, Alert.PREEMPTIONS_HIGH)
     step = config.divergence.annotation_step
-    marks = [annotation(Annotations.PREEMPTION_PAGES, pages, f"{{{{{MODEL_LABEL}}}}} {{{{instance}}}}",
+    marks = [annotation(Annotations.PREEMPTION_PAGES, pages,
+                        f"{{{{{MODEL_LABEL}}}}} {{{{{config.fleet.instance_label}}}}}",
                         step, f"{ENGINE_LABEL},{MODEL_LABEL}")]
     if divergence is not None:
         marks.append(annotation(Annotations.DIVERGENCE, divergence,

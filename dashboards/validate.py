@@ -203,6 +203,39 @@ def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _unwrap(node):
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node
+
+
+def _same_series(a, b, offset: bool) -> bool:
+    """Both selectors of one series; `a` shifted back (offset), `b` not."""
+    return (isinstance(a, pp.VectorSelector) and isinstance(b, pp.VectorSelector) and a.name == b.name
+            and str(a.matchers) == str(b.matchers) and bool(a.offset) == offset and not b.offset)
+
+
+def _is_increments(node) -> bool:
+    """`promql.increments`: `(c - (c offset s <= c)) or (c and (c offset s > c))`, what a counter gained since
+    `s` ago, a reset counted from 0 as rate() counts it. The one reading of a counter outside a range function
+    that cannot mistake a reset for a fall."""
+    node = _unwrap(node)
+    if not (isinstance(node, pp.BinaryExpr) and str(node.op) == "or"):
+        return False
+    gained, reset = _unwrap(node.lhs), _unwrap(node.rhs)
+    if not (isinstance(gained, pp.BinaryExpr) and str(gained.op) == "-" and isinstance(reset, pp.BinaryExpr)
+            and str(reset.op) == "and"):
+        return False
+    before, fell = _unwrap(gained.rhs), _unwrap(reset.rhs)
+    counter = _unwrap(gained.lhs)
+    return (isinstance(before, pp.BinaryExpr) and str(before.op) == "<=" and isinstance(fell, pp.BinaryExpr)
+            and str(fell.op) == ">" and _same_series(_unwrap(before.lhs), counter, True)
+            and _same_series(counter, _unwrap(before.rhs), False)
+            and _same_series(counter, _unwrap(reset.lhs), False)
+            and _same_series(_unwrap(fell.lhs), counter, True) and _same_series(counter, _unwrap(fell.rhs), False)
+            and before.lhs.offset == fell.lhs.offset)
+
+
 class _Lint(PromqlWalk):
     """Catalog and counter rules per selector; the context passed down is whether the selector is read inside
     rate()/increase() (or asked only whether it exists)."""
@@ -210,6 +243,11 @@ class _Lint(PromqlWalk):
     def __init__(self, spec: EngineSpec | None, gauges: Callable[[str], bool]):
         self.spec = spec
         self.gauges = gauges
+
+    def walk(self, node, in_range_function: bool = False) -> list[str]:
+        if _is_increments(node):   # still a series the catalog must know, read as a range function reads it
+            return self.walk(_unwrap(_unwrap(node).lhs).lhs, True)
+        return super().walk(node, in_range_function)
 
     def selector(self, node, in_range_function: bool) -> list[str]:
         spec = self.spec
@@ -234,7 +272,8 @@ class _Lint(PromqlWalk):
         return problems + [p for arg in node.args for p in self.walk(arg, name in RANGE_FUNCTIONS)]
 
     def binary(self, node, in_range_function: bool) -> list[str]:
-        return self.walk(node.lhs, False) + self.walk(node.rhs, False)
+        # `and`/`unless` ask only which series exist on their right, never their values
+        return self.walk(node.lhs, False) + self.walk(node.rhs, str(node.op) in ("and", "unless"))
 
     def aggregate(self, node, in_range_function: bool) -> list[str]:
         # a presence aggregation asks whether series exist, never reads a value

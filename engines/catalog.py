@@ -296,7 +296,10 @@ class _Parser:
         outside = body.get("outside_requests", False)
         if outside and role != Role.ERRORS:
             raise self.fail(f"{key}.outside_requests", "only the errors signal is counted apart from requests")
-        return Signal(role, sources, body.get("note") or "", outside)
+        first_increment = body.get("appears_at_first_increment", False)
+        if first_increment and role != Role.ERRORS:
+            raise self.fail(f"{key}.appears_at_first_increment", "only the errors signal is told apart by its absence")
+        return Signal(role, sources, body.get("note") or "", outside, first_increment)
 
     def source(self, key: str, body: dict, metrics: dict[str, Metric], role: str, model_label: str | None) -> Source:
         name = body["metric"]

@@ -66,6 +66,7 @@ ROLE_TYPES = {
     Role.WAITING: ("gauge",),
     Role.RUNNING: ("gauge",),
     Role.ERRORS: ("counter",),   # failed finished requests, counted among `requests` (availability SLOs)
+    Role.ABORTS: ("counter",),   # finished requests the client ended, among `requests`: not valid events
 }
 REQUIRED_ROLES = (Role.THROUGHPUT, Role.WAITING, Role.RUNNING)
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).
@@ -161,6 +162,9 @@ class Signal:
     # errors only: the failed requests are not among the `requests` counted (TGI counts successes alone), so a
     # request is finished when it is either
     outside_requests: bool = False
+    # errors only: the exporter creates the series at its first increment, so a replica without it has had no
+    # failure (TGI's metrics-rs), rather than not counting failures at all (the SLI leaves such a replica out)
+    appears_at_first_increment: bool = False
 
     @property
     def metric_names(self) -> list[str]:

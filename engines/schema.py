@@ -96,7 +96,8 @@ SOURCE = _mapping({
     "per": {"type": "string"},
 }, ("metric",))
 
-SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True), "outside_requests": BOOL},
+SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True), "outside_requests": BOOL,
+                   "appears_at_first_increment": BOOL},
                   ("sources",))
 
 LOG_PATTERN = _mapping({

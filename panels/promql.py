@@ -34,13 +34,14 @@ def prometheus3_float(value: float) -> str:
     """How Prometheus 3 stores a classic histogram's `le` (and a summary's `quantile`) at ingestion:
     `labels.FormatOpenMetricsFloat`, Go's shortest `%g` with ".0" added where it has neither "." nor "e"
     (`5000` -> `5000.0`, `1` -> `1.0`, `1e-05` stays, `1000000` -> `1e+06`)."""
+    if math.isnan(value):
+        return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     digits, exponent = _shortest(value)
     point = exponent + 1                                   # digits before the decimal point
-    exponent_limit = len(digits) if 6 > len(digits) >= point else 6
     sign = "-" if value < 0 else ""
-    if exponent < -4 or exponent >= exponent_limit:
+    if exponent < -4 or exponent >= 6:                     # Go's shortest %g: %e outside [1e-4, 1e6)
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
     if point <= 0:
@@ -107,6 +108,18 @@ def as_model_name(expr: str, model_label: str, keep: bool = True) -> str:
         return expr
     named = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model_label}", "(.*)")'
     return named if keep else f'label_replace({named}, "{model_label}", "", "", "")'
+
+
+def increments(series_selector: str, step: str) -> str:
+    """What each counter series gained since the previous rule evaluation, `step` ago, without extrapolation:
+    the latest sample now minus the latest sample `step` ago (the counter's own value after a reset, which starts
+    it from 0). Summed over consecutive evaluations these telescope to exactly the samples' difference, where
+    `increase()` scales the samples inside its range to the whole range. A series without a sample `step` ago
+    (new, or back after a gap longer than the lookback) adds nothing until its second evaluation: nothing is
+    counted that no two samples show."""
+    before = f"{series_selector} offset {step}"
+    return (f"(({series_selector} - ({before} <= {series_selector})) "
+            f"or ({series_selector} and ({before} > {series_selector})))")
 
 
 def by(labels: tuple[str, ...]) -> str:

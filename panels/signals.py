@@ -401,6 +401,33 @@ class Signals(SignalsBase):
             return promql.rate(self._select(s, f"{s.metric.name}_bucket", (le,)), window)
         return self._per_series(role, good, "sum", group)
 
+    def target_bucket(self, source: Source, target_seconds: float) -> str:
+        """The source's bucket whose bound is the target, under either `le` text."""
+        le = self.bucket(bucket_for(source.metric, target_seconds))
+        return self._select(source, f"{source.metric.name}_bucket", (le,))
+
+    def increments(self, role: str, step: str, group=None, of=None) -> str:
+        """What the role's counters (or `of(source)`'s series) gained since the previous evaluation `step` ago
+        (`promql.increments`), summed per group with fallbacks per replica."""
+        def series(s: Source) -> str:
+            return promql.increments(of(s) if of else self._select(s), step)
+        return self._per_series(role, series, "sum", group)
+
+    def measured_increments(self, role: str, step: str, target_seconds: float, group=None) -> tuple[str, str]:
+        """(observations, those at or under the target) a latency histogram gained since the previous evaluation,
+        per group, on the replicas that export the target's bucket only: a replica without it can say neither
+        how many of its events were good nor, so, how many were bad, and is left out of both."""
+        def count(s: Source) -> str:
+            events = promql.increments(self._select(s, f"{s.metric.name}_count"), step)
+            return f"{events} and ignoring ({BUCKET_LABEL}) {self.target_bucket(s, target_seconds)}"
+        good = self.increments(role, step, group, lambda s: self.target_bucket(s, target_seconds))
+        return self._per_series(role, count, "sum", group), good
+
+    def exporting(self, role: str, of=None) -> str:
+        """1 per replica that exports some source of the role (`of(source)`'s series, given `of`): what an SLO's
+        coverage counts."""
+        return self._per_series(role, of or self._select, "group", self.instance_group, once=False)
+
     def _baseline(self, expr: str) -> str:
         return promql.baseline(expr, self.config.divergence)
 

@@ -61,8 +61,11 @@ def build_rules(spec: EngineSpec, config) -> dict:
 
 
 def rule_group(name: str, config, rules: list[dict]) -> dict:
-    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval."""
-    interval = {"interval": config.rules.interval} if config.rules.interval else {}
+    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval;
+    pinned where SLO objectives exist, since their counts add what the counters gained since the evaluation
+    one interval ago (`llmdash.panels.recorded.slo_step`)."""
+    pinned = config.rules.interval or (config.rules.evaluation_interval if config.slo.objectives else None)
+    interval = {"interval": pinned} if pinned else {}
     return {"name": name, **interval, "rules": rules}
 
 

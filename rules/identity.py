@@ -26,6 +26,7 @@ SEVERITY = {
     Alert.DIVERGENCE: WARNING,   # the page itself on an engine without a preemption metric (`severity`)
     Alert.TTFT_HIGH: WARNING, Alert.ITL_HIGH: WARNING, Alert.SIGNAL_MISSING: WARNING,
     Alert.LOG_PREEMPTIONS_HIGH: CRITICAL, Alert.SLO_BURN_FAST: CRITICAL, Alert.SLO_BURN_SLOW: WARNING,
+    Alert.SLO_COVERAGE_LOW: WARNING,
 }
 INHIBITED = (Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH)   # what a firing preemption page silences
 # the signals whose absence LLMServingSignalMissing reports, in the rule file's order
@@ -82,7 +83,7 @@ def carries(alert: Alert, sig: SignalsBase, config) -> bool:
         return bool(missing_roles(sig))
     if alert == Alert.LOG_PREEMPTIONS_HIGH:
         return bool(config.logs.enabled and spec.log_patterns)
-    if alert in (Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW):
+    if alert in (Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW, Alert.SLO_COVERAGE_LOW):
         return bool(indicators(spec, config))
     if alert == Alert.DIVERGENCE:
         return True

@@ -10,7 +10,11 @@ and 5m: 2 % of a 30-day budget in an hour; 6× over 6h and 30m: 5 % in six hours
 is a ticket (3× over 1d and 2h: 10 % in a day; 1× over 3d and 6h: the budget will be gone by the window's end).
 
 A pair fires only with at least `min_bad_events` bad events in its long window: on a model with a handful of
-requests one slow request is a large ratio but not an incident.
+requests one slow request is a large ratio but not an incident. The count is the recorded one (the sum of what
+the counters gained at each evaluation), so it reads what happened whatever the series' age.
+
+A replica the SLI cannot count (a histogram without the target's bucket, a missing failure series) is left out
+of the ratios, so it can never page; `LLMServingSLOCoverageLow` warns while any is.
 
 They read the recorded ratios (`llmdash.panels.recorded`), per model and fleet group. They are the impact
 side of an incident whose cause the preemption page names: no inhibition between them (docs/slo.md).
@@ -20,10 +24,13 @@ from __future__ import annotations
 
 from llmdash.durations import seconds
 from llmdash.panels.recorded import RecordedSignals
-from llmdash.panels.slo import PAIRS, WHAT, Indicator, Pair, indicators
-from llmdash.vocabulary import SLO_LABEL, Alert, Role, Sli
+from llmdash.panels.slo import WHAT, Indicator, indicators
+from llmdash.vocabulary import BURN_PAIRS as PAIRS  # the alerts and their pairs
+from llmdash.vocabulary import SLO_LABEL, Alert, BurnPair, Role, Sli
 
 FOR = "0s"   # the short window already demands that the burn is current; a `for` would only delay the page
+# A replica the SLI cannot count for this long (a restart's minutes of missing series are not worth a warning)
+COVERAGE_FOR = "15m"
 
 
 # An error ratio is a difference of two rates averaged over many samples: a burn of exactly 1x reads as
@@ -31,7 +38,7 @@ FOR = "0s"   # the short window already demands that the burn is current; a `for
 RATIO_TOLERANCE = 1e-9
 
 
-def threshold(pair: Pair, objective) -> float:
+def threshold(pair: BurnPair, objective) -> float:
     """The error ratio at which the pair burns: its burn rate times the budget."""
     return pair.burn * objective.budget
 
@@ -40,12 +47,12 @@ def number(value: float) -> str:
     return f"{value * (1 - RATIO_TOLERANCE):.12g}"
 
 
-def pair_condition(sig: RecordedSignals, ind: Indicator, pair: Pair) -> str:
+def pair_condition(sig: RecordedSignals, ind: Indicator, pair: BurnPair) -> str:
     """Both windows above the pair's threshold, and enough bad events in the long window to mean something."""
     o = ind.objective
     limit = number(threshold(pair, o))
     ratio = {w: sig.slo("slo_error_ratio", ind.name, w) for w in (pair.long, pair.short)}
-    bad = f"{sig.slo('slo_errors', ind.name, pair.long)} * {seconds(pair.long):g}"
+    bad = sig.slo("slo_errors", ind.name, pair.long)
     return (f"({ratio[pair.long]} >= {limit}) and ({ratio[pair.short]} >= {limit}) "
             f"and ({bad} >= {o.min_bad_events:g})")
 
@@ -75,7 +82,27 @@ def burn_rate_alert(sig: RecordedSignals, ind: Indicator, alert: Alert, where: s
             "description": description, "labels": {SLO_LABEL: ind.name}}
 
 
+def coverage_alert(sig: RecordedSignals, ind: Indicator, where: str) -> dict:
+    """A warning while some replica of a model serves events its SLI cannot count: they are left out of the
+    budget, which then speaks for the other replicas only."""
+    o = ind.objective
+    needs = (f"the bucket at its {ind.target_seconds:g} s target" if ind.is_latency
+             else "the failed-request series its catalog counts")
+    description = (
+        f"{where} on {sig.spec.title}: only {{{{ $value | humanizePercentage }}}} of the replicas serving this "
+        f"model export {needs}. The others are left out of the {o.name} SLO's good and valid events, so its "
+        "error budget and burn-rate alerts speak for the measured replicas alone. `llmdash doctor`'s slo section "
+        "names the replicas and the bounds they export (a latency histogram configured with other buckets, e.g. "
+        "SGLang's --bucket-time-to-first-token, or a release without the series).")
+    return {"name": Alert.SLO_COVERAGE_LOW, "expr": f"{sig.slo('slo_coverage', ind.name)} < 1",
+            "duration": COVERAGE_FOR,
+            "summary": f"{o.name} SLO of {where} on {sig.spec.title} cannot count every replica",
+            "description": description, "labels": {SLO_LABEL: ind.name}}
+
+
 def slo_alerts(sig: RecordedSignals, config, where: str) -> list[dict]:
-    """The fields of the fast and the slow burn-rate alert of every objective that covers the engine (none
-    without any objective)."""
-    return [burn_rate_alert(sig, ind, alert, where) for ind in indicators(sig.spec, config) for alert in PAIRS]
+    """The fields of the fast and the slow burn-rate alert and the coverage warning of every objective that
+    covers the engine (none without any objective)."""
+    return [fields for ind in indicators(sig.spec, config)
+            for fields in [*(burn_rate_alert(sig, ind, alert, where) for alert in PAIRS),
+                           coverage_alert(sig, ind, where)]]

@@ -17,6 +17,7 @@ LAYERS = {
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,
+    "llmdash.safepath": 0,
     "llmdash.durations": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,
@@ -26,6 +27,7 @@ LAYERS = {
     "llmdash.build": 4,
     "llmdash.docgen": 5,      # describes every layer below the command line
     "llmdash.docblocks": 5,
+    "llmdash.docgen_slo": 5,
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,

@@ -65,42 +65,36 @@ ROWS = [
     ("steady", "page", None, None),            # 0.5x never reaches a burn of 1x
     ("steady", "ticket", None, None),
     # 1h: 0.2 x (k + 1) / 60 >= 1.44 % from k = 4; the 5m window holds a bad minute until k = 9 + 4
-    ("burst", "page", (4, 13), (6, 13)),
+    ("burst", "page", (4, 13), (4, 13)),
     # 3d/6h at 1x: 0.2 x 2 / 362 >= 0.1 % at k = 1; the 6h window holds two bad minutes (1.8 needed) until 367
-    ("burst", "ticket", (1, 367), (60, 370)),
+    ("burst", "ticket", (1, 367), (60, 367)),
     # 1h: 1/60 = 1.67 % >= 1.44 % at the first bad minute, 5m: 1/5
-    ("outage", "page", (0, END), (2, END)),
+    ("outage", "page", (0, END), (0, END)),
     # 3d/6h: 1/361 >= 0.1 % at the first bad minute
-    ("outage", "ticket", (0, END), (60, END)),
+    ("outage", "ticket", (0, END), (0, END)),
     ("slow_burn", "page", None, None),         # 2x: under 6x and 14.4x
     # 3d/6h: 2 (k + 1) / (361 + k) >= 1 from k = 359 (the 1d/2h pair's 3x is never reached)
-    ("slow_burn", "ticket", (359, END), (420, END)),
+    ("slow_burn", "ticket", (359, END), (360, END)),
     ("slow_burn_mid", "page", None, None),
     # 3d/6h: 1.8 (k + 1) / (361 + k) >= 1 from k = 449 (7 h 29 min after the onset)
     ("slow_burn_mid", "ticket", (449, END), (480, END)),
     # the first quiet hour starts at k = 60; 1h with j quiet minutes: 60 j / (600 j + 60000 (60 - j)) >= 1.44 %
     # from j = 57 (k = 116); the last quiet minute is k = 479, after which the 5m ratio falls to 0.38 %
-    ("quiet_hours", "page", (116, 479), (119, 479)),
+    ("quiet_hours", "page", (116, 479), (116, 479)),
     # 1 bad of 15 an hour (6.7 %), of 1 or 2 in 5m: the 1h/5m pair from k = 12 to 16, the 6h/30m pair (1/90,
     # 1/7.5) until the 30m window lets it go at k = 12 + 29
     ("low_traffic", "page", (12, 41), None),
     # 1d/2h: 1 of about 100 and 1/30, then 3d/6h: until the 6h window lets it go at k = 12 + 359
-    ("low_traffic", "ticket", (12, 371), (60, 376)),
+    ("low_traffic", "ticket", (12, 371), None),
 ]
 # Rows where llmdash fires more than one evaluation away from the definition (and Sloth), and why.
 SEPARATED = {
-    ("burst", "page"): "llmdash's 1h window averages 5m rates, which ramp up over 5 minutes",
-    ("outage", "page"): "llmdash's 1h window averages 5m rates, which ramp up over 5 minutes",
-    ("quiet_hours", "page"): "llmdash's 1h window averages 5m rates, which lag a change of traffic",
-    ("burst", "ticket"): "llmdash's 1d and 3d windows add up 1h rates at whole hours: up to an hour late",
-    ("outage", "ticket"): "llmdash's 1d and 3d windows add up 1h rates at whole hours: up to an hour late",
-    ("slow_burn", "ticket"): "llmdash's 3d window adds up 1h rates at whole hours, each short of its first "
-                             "minutes (the 5m ramp): the 12h step falls under 1x, the 13h one is over",
-    ("slow_burn_mid", "ticket"): "llmdash's 3d window adds up 1h rates at whole hours: the next one after 7h29",
+    ("burst", "ticket"): "llmdash's 1d and 3d windows add up 1h increases at whole hours: the 3d ratio is over 1x "
+                         "from the second bad minute, which the 3d window counts at the next whole hour",
+    ("slow_burn_mid", "ticket"): "llmdash's 3d window adds up 1h increases at whole hours: the next one after 7h29",
     ("low_traffic", "page"): "llmdash asks for min_bad_events (5) bad events in the long window; one is a ratio "
                              "over the threshold, not an incident",
-    ("low_traffic", "ticket"): "llmdash counts the bad events of a window as its mean rate x the window: with 8 "
-                               "hours of history one bad event counts as 10 in 3 days, so the guard lets it through",
+    ("low_traffic", "ticket"): "as the page: one bad event",
 }
 MODELS = tuple(dict.fromkeys(row[0] for row in ROWS))
 SERIES = {  # objective -> (valid events, good events): the series vLLM exports for it
@@ -165,10 +159,10 @@ def fired(tool: str, severity: str, slo: str, model: str, first_last: tuple[int,
 
 
 def budget_checks(slo: str) -> list[dict]:
-    """Sloth's 30d error ratio is the mean of 5m ratios; llmdash's budget is bad over valid, within 1 %."""
+    """Sloth's 30d error ratio is the mean of 5m ratios; llmdash's budget is bad over valid (each to a millionth)."""
     workbook = "cluster_namespace_model_name:llm_slo_error_budget:consumed"
     checks = [(f'slo:sli_error:ratio_rate30d{{sloth_slo="{slo}", model_name="quiet_hours"}} / {SLOTH_RATIO}', 1e-6),
-              (f'{workbook}{{slo="{slo}", model_name="quiet_hours"}} * 0.001 / {WORKBOOK_RATIO}', 0.01)]
+              (f'{workbook}{{slo="{slo}", model_name="quiet_hours"}} * 0.001 / {WORKBOOK_RATIO}', 1e-6)]
     return [{"expr": f"min(abs({expr} - 1) < bool {tolerance})", "eval_time": f"{BUDGET_AT}m",
              "exp_samples": [{"labels": "{}", "value": 1}]} for expr, tolerance in checks]
 
@@ -208,8 +202,6 @@ def test_the_benchmark_page_shows_these_rows():
     figures = [f"{WORKBOOK_RATIO * 100:.4f} %", f"{WORKBOOK_RATIO / 0.001:.1%}".replace("%", " %"),
                f"{SLOTH_RATIO * 100:.2f} %", f"{SLOTH_RATIO / 0.001:.1f} times", f"{1 - SLOTH_RATIO / 0.001:.1f})",
                f"evaluated is {END}", f"({late['slow_burn_mid', 'ticket']} minutes late)",
-               f"tickets ({late['slow_burn', 'ticket']} minutes)",
-               f"page {late['outage', 'page']} minutes after", f"{late['quiet_hours', 'page']} minutes after"]
-    assert late["outage", "page"] == late["burst", "page"]
+               f"({late['burst', 'ticket']} minutes late)"]
     for figure in figures:
         assert figure in page, figure

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from llmdash.config import Config
+from llmdash.errors import LlmdashError
 from llmdash.lab import bench_cost
 
 
@@ -64,3 +65,14 @@ def test_missing_reference_dashboard_is_a_one_line_usage_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error: cannot read vLLM's overview dashboard") and result.stderr.count("\n") == 1
     assert not (tmp_path / "cost.md").exists()
+
+
+def test_an_anchor_far_larger_than_the_overview_is_refused_unread(tmp_path):
+    """Issue 28: a 1 GB --anchor was read whole (2.1 GB of memory) before anything was checked."""
+    path = tmp_path / "huge.json"
+    with open(path, "w") as huge:
+        huge.truncate(1 << 30)   # sparse: no disk, but 1 GiB to read
+    with pytest.raises(LlmdashError) as refused:
+        bench_cost.run(Config(), path)
+    assert str(refused.value) == (f"cannot read vLLM's overview dashboard: {path}: file is 1073741824 bytes, "
+                                  "more than the 16777216 allowed")

@@ -34,10 +34,15 @@ def promtool():
     return promtool_path()
 
 
+# The severity each firing alert must carry, as a literal table (not the generator's rule restated): the preemption
+# page is critical; the divergence pages (critical) only on engines that count no preemptions; the rest warn.
+DIVERGENCE_PAGES = ("dynamo", "llama-cpp", "lmdeploy", "nim", "tgi")
+SEVERITY = {(Alert.PREEMPTIONS_HIGH, e): "critical" for e in SPECS} | \
+    {(Alert.DIVERGENCE, e): "critical" if e in DIVERGENCE_PAGES else "warning" for e in SPECS}
+
+
 def severity(alert: str, spec) -> str:
-    if alert == Alert.PREEMPTIONS_HIGH or (alert == Alert.DIVERGENCE and not spec.has("preemptions")):
-        return "critical"
-    return "warning"
+    return SEVERITY.get((alert, spec.id), "warning")
 
 
 def firing(alert: str, spec, model: str, **extra) -> dict:
