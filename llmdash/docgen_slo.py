@@ -19,6 +19,7 @@ from llmdash.durations import seconds
 from llmdash.engines.model import EngineSpec
 from llmdash.panels.recorded import FINE_UNTIL_S, SLO_BLOCK, SLO_WINDOWS, inside, recording_layer, slo_step
 from llmdash.panels.slo import events_defined
+from llmdash.rules import identity
 from llmdash.rules import slo as rules_slo
 from llmdash.vocabulary import BURN_PAIRS, Alert, Role, Sli
 
@@ -42,7 +43,7 @@ def _alerts() -> str:
         for pair in pairs:
             ratios = " | ".join(f"{100 * rules_slo.threshold(pair, replace(EXAMPLE, objective=o)):.4g} %"
                                 for o in OBJECTIVES)
-            lines.append(f"| `{alert}` | {rules_slo.SEVERITY[alert]} | {pair.long} | {pair.short} | {pair.burn:g}× | "
+            lines.append(f"| `{alert}` | {identity.SEVERITY[alert]} | {pair.long} | {pair.short} | {pair.burn:g}× | "
                          f"{ratios} | {100 * pair.burn * seconds(pair.long) / window_s:.3g} % in {pair.long} |")
     return "\n".join(lines)
 
@@ -59,7 +60,7 @@ def _figures() -> str:
         f"- The burn-rate alerts fire with `for: {rules_slo.FOR}` (the short window already demands a current "
         f"burn); the thresholds sit {rules_slo.RATIO_TOLERANCE:g} of themselves lower, so a ratio of exactly "
         "burn × budget reaches them.",
-        f"- `{Alert.SLO_COVERAGE_LOW}` ({rules_slo.SEVERITY[Alert.SLO_COVERAGE_LOW]}) fires when the recorded "
+        f"- `{Alert.SLO_COVERAGE_LOW}` ({identity.SEVERITY[Alert.SLO_COVERAGE_LOW]}) fires when the recorded "
         f"coverage stays under 1 for {rules_slo.COVERAGE_FOR}.",
     ])
 
