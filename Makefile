@@ -4,14 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check lint test test-unit test-e2e mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-stack test-unit test-e2e mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
 	@echo "make install       create .venv and install llmdash with its test dependencies"
-	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
+	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing; build the current stack"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/, ruff, and the whole test suite (real servers included)"
+	@echo "make test-stack    the slow current-stack legs make test leaves out (.ci/run runs both)"
 	@echo "make test-unit     the tests marked neither e2e, publish nor process (no real server, no llmdash process), < 1 min"
 	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
@@ -53,7 +54,10 @@ lint: install
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
 test: deps check lint
-	$(PYTEST)
+	$(PYTEST) -m "not stack_leg"
+
+test-stack: deps install
+	$(PYTEST) -m stack_leg
 
 test-unit: install
 	$(PYTEST) -m unit

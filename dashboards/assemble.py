@@ -59,6 +59,7 @@ WATCHED_BY = {
     library.itl_detail_chart: Alert.ITL_HIGH, library.tpot_detail_chart: Alert.ITL_HIGH,   # the alert reads one of them
     slo_budget_chart: Alert.SLO_BURN_FAST, slo_burn_chart: Alert.SLO_BURN_FAST,
     slo_coverage_chart: Alert.SLO_COVERAGE_LOW,
+    library.top_instances_by_latency: Alert.INSTANCE_LATENCY_HIGH,   # the straggler: one instance far slower
 }
 
 

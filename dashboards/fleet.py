@@ -73,7 +73,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         + [(f"count{promql.by(model_labels)} ({firing})", "Firing alerts", "short")],
         "Preemptions per 100 requests" if per_request_key in recorded else "Firing alerts",
         width=24, height=10,
-        links=[{"title": "Open this model's dashboard", "url": down}], link_column=MODEL_LABEL)
+        data_links=[{"title": "Open this model's dashboard", "url": down}], link_column=MODEL_LABEL)
     throughput = builders.timeseries(
         "Output tok/s by model", (
             "Generated tokens per second per model across the fleet. Compare with the latency panels beside it: "
@@ -101,7 +101,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
             f"here while its model's totals look normal. Click an instance to open it. Metric: `{name(share_key)}`."),
         [(f"topk(20, {read(share_key)})", "Preemption share", "percentunit")] if share_key in recorded else [],
         "Preemption share", width=24,
-        links=[{"title": "Open this instance", "url": f"{down}&var-instance=${{__data.fields.{instance}}}"}],
+        data_links=[{"title": "Open this instance", "url": f"{down}&var-instance=${{__data.fields.{instance}}}"}],
         link_column=instance)
     charts = [throughput] + [chart for chart, key in ((latency, token_key), (ttft, ttft_key)) if key in recorded]
     panels = [builders.row("Models"), *fit_row([models])]

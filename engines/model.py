@@ -74,6 +74,11 @@ DECLARED_ROLES = (Role.REQUESTS, Role.KV_USAGE, Role.PREEMPTIONS)
 # How a log line adds to the preemption count: the number it captures (`n`), the cumulative total it
 # carries (`n`, copied), or one per line.
 LOG_COUNTS = ("capture", "cumulative", "line")
+# What a catalogued component is in a deployment: an engine holds KV caches and preempts; a frontend (Dynamo's
+# HTTP frontend) routes requests to engines and measures latency from outside, so its latency alerts describe
+# an engine's incident and a page of that engine silences them.
+ENGINE_ROLE, FRONTEND_ROLE = "engine", "frontend"
+COMPONENT_ROLES = (ENGINE_ROLE, FRONTEND_ROLE)
 UNITS = ("seconds", "milliseconds", "ratio", "tokens", "preemptions", None)
 
 
@@ -207,6 +212,20 @@ class Ranks:
 
 
 @dataclass(frozen=True)
+class Router:
+    """A router or gateway scraped beside the engine that exports series under the engine's own names
+    (production-stack's router: `vllm:num_requests_running{server=…}`). `label` is one only its series carry, so
+    every read of those `series` excludes it (`label=""`): a router is neither summed into the engine's gauges
+    nor taken for a replica missing its other series."""
+
+    id: str
+    title: str
+    label: str
+    series: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     id: str
     title: str
@@ -226,6 +245,12 @@ class EngineSpec:
     renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
     added_labels: tuple[str, ...] = ()  # labels a variant's exporter adds to every series
     ranks: "Ranks" = field(default_factory=lambda: Ranks())  # how parallel ranks label one replica's series
+    role: str = ENGINE_ROLE  # engine, or a frontend in front of engines (`COMPONENT_ROLES`)
+    routers: tuple[Router, ...] = ()  # routers that export some series under this engine's names
+
+    def foreign_labels(self, series: str) -> tuple[str, ...]:
+        """Labels that mark a series of this name as a router's, not the engine's (absent on the engine's)."""
+        return tuple(router.label for router in self.routers if series in router.series)
 
     def exported_name(self, base_name: str) -> str | None:
         """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""

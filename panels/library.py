@@ -368,7 +368,7 @@ def top_instances_by_preemption(sig: Signals, config):
             "per instance, read from the raw series of the selected instances.",
             "Preemption is a per-replica failure: one replica with a full KV cache thrashes while the model's "
             "totals look normal. Click an instance to narrow the dashboard to it.", Role.PREEMPTIONS, Role.REQUESTS),
-        [(f"topk(10, {expr})", title, unit)], title, hidden=("llm_engine",), links=_instance_link(sig),
+        [(f"topk(10, {expr})", title, unit)], title, hidden=("llm_engine",), data_links=_instance_link(sig),
         link_column=config.fleet.instance_label)
 
 
@@ -386,4 +386,4 @@ def top_instances_by_latency(sig: Signals, config):
             f"A stalled replica hides in a model-wide {statistic} that mixes it with healthy ones; here it is named.",
             role),
         [(f"topk(10, {sig.latency(role, sig.instance_group)})", info.title, info.unit)], info.title,
-        links=_instance_link(sig), link_column=config.fleet.instance_label)
+        data_links=_instance_link(sig), link_column=config.fleet.instance_label)

@@ -295,13 +295,13 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
               lambda b, k: b.leaf(b.raw.preemption_share(b.raw.instance_group, k.window)),
               windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
               level=Level.INSTANCE, applies=_gauge),
-    # the straggler warning's inputs: each replica's own token-latency buckets and output
+    # the straggler warning's inputs: each KV-cache unit's own token-latency buckets and output
     Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
-              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.instance_group, k.window)),
+              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.unit_group, k.window)),
               roles=lambda raw: (raw.token_latency_role,), level=Level.INSTANCE,
               applies=_token_histogram),
     Recording("throughput", "llm_output_tokens", "rate{window}",
-              lambda b, k: b.leaf(b.raw.throughput(b.raw.instance_group, k.window)),
+              lambda b, k: b.leaf(b.raw.throughput(b.raw.unit_group, k.window)),
               level=Level.INSTANCE, applies=_token_histogram),
     Recording("retracted_tokens", "llm_retracted_{role}_tokens", "rate{window}",
               lambda b, k: b.leaf(b.raw.retracted_tokens(k.role, window=k.window)), windows=_preemption_window,
@@ -487,10 +487,22 @@ class RecordedSignals(SignalsBase):
         return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
 
     def instance_quantile(self, role: str, q: float = HEADLINE_QUANTILE) -> str:
-        """Per instance, the quantile of its own recorded buckets (what the straggler warning compares)."""
+        """Per KV-cache unit, the quantile of its own recorded buckets (what the straggler warning compares)."""
         series = self.series("bucket_rates", role, self.config.divergence.window, level=Level.INSTANCE)
-        group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,)
+        group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,) + self.spec.ranks.unit
         return promql.quantile(q, f"sum{promql.by(group)} ({self.selector(series)})", self.scale(role))
+
+    @property
+    def recorded_unit(self) -> tuple[str, ...]:
+        """The labels of one KV-cache unit in recorded series and in the per-unit alerts' `ALERTS`, `llm_engine` aside
+        (raw series do not carry it)."""
+        return self._group(self.unit_group)
+
+    def scraped(self, role: str) -> str:
+        """1 per KV-cache unit whose `role` series are scraped now, in recorded labels: what a warning about the unit
+        is joined with, so it ends when the unit stops being scraped (read from raw series: a recorded rate would
+        outlive the target by its window)."""
+        return promql.as_model_name(self.raw.present(role, self.unit_group), self.spec.model_label, keep=False)
 
     def instance_throughput(self) -> str:
         return self.selector(self.series("throughput", window=self.config.divergence.window, level=Level.INSTANCE))

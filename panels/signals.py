@@ -259,7 +259,9 @@ class Signals(SignalsBase):
     """PromQL for one engine under one scope over raw scraped series."""
 
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
-        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
+        """The source's series under the scope, without a router's series of the same name (`EngineSpec.routers`)."""
+        foreign = tuple(Matcher(label, "=", "") for label in self.spec.foreign_labels(source.metric.name))
+        return promql.selector(series or source.series, source_matchers(source) + foreign + extra + self.scope)
 
     def _once_per_unit(self, source: Source, expr: str) -> str:
         """One value per KV-cache unit: the max over the rank labels whose series repeat a unit's numbers (SGLang's
@@ -443,11 +445,13 @@ class Signals(SignalsBase):
         """1 per value set of `labels` under which some source of `role` is exported."""
         return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
 
-    def present(self, role: str) -> str:
-        """1 per replica that exports any source of `role` (a histogram by its _count)."""
+    def present(self, role: str, group=None) -> str:
+        """1 per replica (or `group`, e.g. `unit_group`) that exports any source of `role` now (a histogram by its
+        _count). An instant selector: a target that leaves service discovery (a pod autoscaling deleted) ends it
+        at once with its staleness markers, where a rate over a window would still read its last samples."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
-        return self._per_series(role, series, "group", self.instance_group, once=False)
+        return self._per_series(role, series, "group", self.instance_group if group is None else group, once=False)
 
 
 class LogSignals:

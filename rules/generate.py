@@ -33,6 +33,7 @@ from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
+OUTSIDE_PAGE_STEP = "1m"  # how often a paged unit's short-window share is read outside its page (a rule interval)
 
 
 def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
@@ -144,9 +145,10 @@ def _alert(sig: SignalsBase, config, name: Alert, expr: str, duration: str,
 
 
 def _rank(sig: Signals) -> str:
-    """` (data-parallel rank N)` where the alert's series carry the engine's rank label."""
-    return "".join(f"{{{{ with $labels.{label} }}}} (data-parallel rank {label}={{{{ . }}}}){{{{ end }}}}"
-                   for label in sig.spec.ranks.unit)
+    """` label=value` for each label of the engine's KV-cache unit inside an instance that the alert carries
+    (vLLM's `engine`, Ray Serve's `ReplicaId`): the label as the engine writes it, since its meaning is the
+    catalog's (vLLM writes engine="0" on every V1 server, data-parallel or not)."""
+    return "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in sig.spec.ranks.unit)
 
 
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
@@ -190,14 +192,30 @@ def preemptions_chronic(sig: RecordedSignals, config) -> dict | None:
     p = config.preemption
     instance = _instance(config)
     share = sig.preemption_share(sig.unit_group, p.chronic_window)
+    unit = ", ".join(sig.recorded_unit)
+    expr = (f"({share} >= {p.chronic_share:g}) and on ({unit}) {sig.scraped(Role.PREEMPTIONS)} "
+            f"unless on ({unit}) ({_healed_page(sig, config)})")
     return _alert(
-        sig, config, Alert.PREEMPTIONS_CHRONIC, f"{share} >= {p.chronic_share:g}", p.chronic_for,
+        sig, config, Alert.PREEMPTIONS_CHRONIC, expr, p.chronic_for,
         f"{sig.spec.title} instance {instance}{_rank(sig)} keeps preempting requests of {_where(config)}",
         f"{instance}{_rank(sig)} serving {_where(config)} on {sig.spec.title}: {{{{ $value | humanizePercentage }}}} "
         f"as many preemptions as finished requests over {p.chronic_window} (warn at {p.chronic_share:.1%} for "
         f"{p.chronic_for}). No burst that pages, but its KV cache runs full often enough that every preempted request "
         f"is recomputed: a capacity problem to plan for in working hours ({Alert.PREEMPTIONS_HIGH} pages when it "
         "turns into a thrash).")
+
+
+def _healed_page(sig: RecordedSignals, config) -> str:
+    """1 per unit paged within the chronic window whose share outside its paged minutes (the short-window share
+    at every minute the page was neither pending nor firing) stays below the chronic share: the burst the page
+    was about explains the window's share, so a capacity ticket about it would come after the page has healed."""
+    p = config.preemption
+    unit = ", ".join(sig.recorded_unit)
+    page = f'{ALERTS_SERIES}{{{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}", {ENGINE_LABEL}="{sig.spec.id}"}}'
+    short = sig.preemption_share(sig.unit_group, p.short_window)
+    outside = f"avg_over_time(({short} unless on ({unit}) {page})[{p.chronic_window}:{OUTSIDE_PAGE_STEP}])"
+    return (f"max by ({unit}) (max_over_time({page}[{p.chronic_window}])) "
+            f"unless on ({unit}) ({outside} >= {p.chronic_share:g})")
 
 
 def divergence(sig: RecordedSignals, config) -> dict:
@@ -258,12 +276,13 @@ def instance_latency_high(sig: RecordedSignals, config) -> dict | None:
         return None
     role = sig.token_latency_role
     s = config.straggler
-    instance = _instance(config)
+    instance = _instance(config) + _rank(sig)
     mine = sig.instance_quantile(role)
     model = ", ".join(sig.recorded_model)
     fleet = sig.quantile(role, HEADLINE_QUANTILE)
     expr = (f"({mine} > on ({model}) group_left () ({fleet}) * {s.factor:g}) and ({mine} > {s.min_seconds:g}) "
-            f"and ({sig.instance_throughput()} >= {s.min_tokens_per_second:g})")
+            f"and ({sig.instance_throughput()} >= {s.min_tokens_per_second:g}) "
+            f"and on ({', '.join(sig.recorded_unit)}) {sig.scraped(role)}")
     title = INFO[role].title
     return _alert(
         sig, config, Alert.INSTANCE_LATENCY_HIGH, expr, s.alert_for,

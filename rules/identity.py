@@ -12,7 +12,8 @@ so what a dashboard links to and what the rule file holds cannot disagree.
 
 from __future__ import annotations
 
-from llmdash.engines.model import EngineSpec
+from llmdash.engines.catalog import load_engine
+from llmdash.engines.model import FRONTEND_ROLE, EngineSpec
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo import indicators
@@ -111,15 +112,28 @@ def runbook_url(config, alertname: str) -> str | None:
 
 def inhibit_rules(config) -> dict:
     """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
-    of the same engine, model and fleet group, which describe the same incident from outside, and the
-    capacity and straggler warnings of the same instance, which it explains."""
+    of the same engine, model and fleet group, which describe the same incident from outside; the
+    capacity and straggler warnings of the same KV-cache unit (instance and the catalogs' unit labels), which it
+    explains; and, across `llm_engine`, the same alerts of a frontend (catalog `role: frontend`, Dynamo's) for the
+    same model and fleet group: a worker's page and its frontend's latency are one incident, one page."""
     equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
-    return {"inhibit_rules": [{
+    specs = [load_engine(engine) for engine in config.engine_ids]
+    units = tuple(dict.fromkeys(label for spec in specs for label in spec.ranks.unit))
+    frontends = [spec.id for spec in specs if spec.role == FRONTEND_ROLE]
+    rules = [{
         "source_matchers": [f'{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}"'],
         "target_matchers": [f'{ALERTNAME_LABEL}=~"{"|".join(INHIBITED)}"'],
         "equal": equal,
     }, {
         "source_matchers": [f'{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}"'],
         "target_matchers": [f'{ALERTNAME_LABEL}=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"'],
-        "equal": [*equal, config.fleet.instance_label],
-    }]}
+        "equal": [*equal, config.fleet.instance_label, *units],
+    }]
+    if frontends:
+        rules.append({
+            "source_matchers": [f'{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}"'],
+            "target_matchers": [f'{ALERTNAME_LABEL}=~"{"|".join(INHIBITED)}"',
+                                f'{ENGINE_LABEL}=~"{"|".join(frontends)}"'],
+            "equal": [MODEL_LABEL, *config.fleet.group_by],
+        })
+    return {"inhibit_rules": rules}

@@ -29,6 +29,7 @@ PAGE, CHRONIC, DIVERGENCE = "LLMServingPreemptionsHigh", "LLMServingPreemptionsC
 TTFT, ITL, STRAGGLER = "LLMServingTTFTP99High", "LLMServingITLP99High", "LLMServingInstanceLatencyHigh"
 MISSING, LOG_PAGE = "LLMServingSignalMissing", "LLMServingLogPreemptionsHigh"
 SLO_FAST, SLO_SLOW = "LLMServingSLOBurnRateFast", "LLMServingSLOBurnRateSlow"
+SLO_COVERAGE = "LLMServingSLOCoverageLow"
 
 # Which engines carry which alert follows from their catalogs (engines/*.yaml): counted preemptions, a
 # paused-requests gauge only, or no preemption signal at all.
@@ -49,7 +50,7 @@ WATCHED = tuple(e for e in ALL if e != "tensorrt-llm-serve")
 EXTRA = Config(slo=Slo(objectives=(Objective(name="ttft", target_seconds=1.0, objective=0.99, engines=("vllm",)),
                                    Objective(name="availability", objective=0.99, engines=("tgi",)))),
                logs=Logs(enabled=True))
-ONLY_WITH_EXTRA = (SLO_FAST, SLO_SLOW, LOG_PAGE)
+ONLY_WITH_EXTRA = (SLO_FAST, SLO_SLOW, SLO_COVERAGE, LOG_PAGE)
 
 
 
@@ -156,9 +157,11 @@ FIGURES = {
     "SLO slow pair 1x over 3d and 6h (>= 0.01)": Figure(
         SLO_SLOW, r"llm_slo_errors:ratio_rate(3d|6h)", ((">=", 0.00999999999),) * 2, SLO_ENGINES),
     "SLO fast pairs need >= 5 bad events in 1h / 6h": Figure(
-        SLO_FAST, r"llm_slo_errors:rate(1h\*3600|6h\*21600)", ((">=", 5.0),) * 2, SLO_ENGINES),
+        SLO_FAST, r"llm_slo_errors:increase(1h|6h)", ((">=", 5.0),) * 2, SLO_ENGINES),
     "SLO slow pairs need >= 5 bad events in 1d / 3d": Figure(
-        SLO_SLOW, r"llm_slo_errors:rate(1d\*86400|3d\*259200)", ((">=", 5.0),) * 2, SLO_ENGINES),
+        SLO_SLOW, r"llm_slo_errors:increase(1d|3d)", ((">=", 5.0),) * 2, SLO_ENGINES),
+    # a replica the SLI cannot count (no target bucket, no failure series) warns: coverage below all replicas
+    "SLO coverage below 1": Figure(SLO_COVERAGE, r".*llm_slo_coverage:ratio", (("<", 1.0),), SLO_ENGINES),
 }
 
 
@@ -234,6 +237,8 @@ FIELDS = {
                "severity": every(SLO_ENGINES, "critical")},
     SLO_SLOW: {"for": every(SLO_ENGINES, "0s"), "keep_firing_for": every(SLO_ENGINES, None),
                "severity": every(SLO_ENGINES, "warning")},
+    SLO_COVERAGE: {"for": every(SLO_ENGINES, "15m"), "keep_firing_for": every(SLO_ENGINES, None),
+                   "severity": every(SLO_ENGINES, "warning")},
 }
 
 
@@ -252,7 +257,7 @@ def test_every_alert_is_in_the_golden_table():
 
 
 # Labels an alert adds beyond llm_engine and severity (which tell one alert from another).
-EXTRA_LABELS = {MISSING: {"signal"}, SLO_FAST: {"slo"}, SLO_SLOW: {"slo"}}
+EXTRA_LABELS = {MISSING: {"signal"}, SLO_FAST: {"slo"}, SLO_SLOW: {"slo"}, SLO_COVERAGE: {"slo"}}
 
 
 def test_alert_labels_are_engine_severity_and_only_their_own():
@@ -302,7 +307,7 @@ def kept(engine: str, expr: str) -> set[str]:
 MODEL = {"cluster", "namespace", "model_name"}
 PER_INSTANCE = MODEL | {"instance"}
 GROUPING = {PAGE: PER_INSTANCE, CHRONIC: PER_INSTANCE, DIVERGENCE: MODEL, TTFT: MODEL, ITL: MODEL,
-            STRAGGLER: MODEL, MISSING: PER_INSTANCE, SLO_FAST: MODEL, SLO_SLOW: MODEL,
+            STRAGGLER: MODEL, MISSING: PER_INSTANCE, SLO_FAST: MODEL, SLO_SLOW: MODEL, SLO_COVERAGE: MODEL,
             LOG_PAGE: {"cluster", "namespace"}}   # a log names no model
 
 
@@ -359,7 +364,7 @@ def test_page_counts_at_least_20_finished_requests_per_window():
 
 
 def test_inhibitions():
-    from llmdash.rules.generate import inhibit_rules
+    from llmdash.rules.identity import inhibit_rules
     assert inhibit_rules(Config()) == {"inhibit_rules": [{
         "source_matchers": ['alertname="LLMServingPreemptionsHigh"'],
         "target_matchers": ['alertname=~"LLMServingLatencyThroughputDivergence|LLMServingTTFTP99High|'

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -16,23 +15,24 @@ from llmdash.config import Config, load_config
 from llmdash.errors import LlmdashError
 from llmdash.rules.identity import inhibit_rules
 
-pytestmark = pytest.mark.e2e     # runs Debian's amtool
+pytestmark = pytest.mark.e2e     # runs each stack's real amtool (Debian's 0.25, the current 0.35)
 
 
-def amtool_check(tmp_path, text: str) -> subprocess.CompletedProcess:
-    amtool = shutil.which("amtool")
-    if amtool is None:
-        pytest.fail("amtool not found: install Debian's prometheus-alertmanager (.ci/install-deps does)")
+def amtool_check(tmp_path, text: str, stack) -> subprocess.CompletedProcess:
+    try:
+        amtool = stack.binary("amtool", "install Debian's prometheus-alertmanager (.ci/install-deps does)")
+    except LlmdashError as exc:
+        pytest.fail(str(exc), pytrace=False)
     path = tmp_path / "alertmanager.yml"
     path.write_text(text)
     return subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("group_by", [("cluster", "namespace"), ("region",)])
-def test_amtool_accepts_the_generated_config(tmp_path, group_by):
+def test_amtool_accepts_the_generated_config(tmp_path, group_by, stack):
     config = dataclasses.replace(Config(), fleet=dataclasses.replace(Config().fleet, group_by=group_by))
     text = generated_files(config, ("rules",))[ALERTMANAGER_CONFIG]
-    result = amtool_check(tmp_path, text)
+    result = amtool_check(tmp_path, text, stack)
     assert result.returncode == 0, result.stdout + result.stderr
     inhibitions = len(inhibit_rules(config)["inhibit_rules"])
     assert f"{inhibitions} inhibit rules" in result.stdout and "2 receivers" in result.stdout
@@ -43,11 +43,11 @@ def test_amtool_accepts_the_generated_config(tmp_path, group_by):
     assert model["inhibit_rules"] == inhibit_rules(config)["inhibit_rules"]
 
 
-def test_amtool_would_catch_a_broken_config(tmp_path):
+def test_amtool_would_catch_a_broken_config(tmp_path, stack):
     """The check can fail: a route to a receiver that does not exist is refused."""
     model = yaml.safe_load(generated_files(Config(), ("rules",))[ALERTMANAGER_CONFIG])
     model["route"]["routes"][0]["receiver"] = "nobody"
-    assert amtool_check(tmp_path, yaml.safe_dump(model)).returncode != 0
+    assert amtool_check(tmp_path, yaml.safe_dump(model), stack).returncode != 0
 
 
 def _fleet_config(tmp_path, fleet: dict):
@@ -61,9 +61,9 @@ ACCEPTED_FLEETS = [{}, {"group_by": []}, {"group_by": ["region"]}, {"group_by": 
 
 
 @pytest.mark.parametrize("fleet", ACCEPTED_FLEETS, ids=[str(f) for f in ACCEPTED_FLEETS])
-def test_amtool_accepts_the_config_built_from_each_valid_fleet_setting(tmp_path, fleet):
+def test_amtool_accepts_the_config_built_from_each_valid_fleet_setting(tmp_path, fleet, stack):
     text = generated_files(_fleet_config(tmp_path, fleet), ("rules",))[ALERTMANAGER_CONFIG]
-    result = amtool_check(tmp_path, text)
+    result = amtool_check(tmp_path, text, stack)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -76,10 +76,10 @@ REFUSED_GROUP_BY = {
 
 
 @pytest.mark.parametrize("group_by", list(REFUSED_GROUP_BY), ids=["-".join(g) for g in REFUSED_GROUP_BY])
-def test_a_group_by_amtool_would_reject_is_refused_by_the_config(tmp_path, group_by):
+def test_a_group_by_amtool_would_reject_is_refused_by_the_config(tmp_path, group_by, stack):
     # amtool itself is the oracle: the output such a setting would give is one it rejects
     config = dataclasses.replace(Config(), fleet=dataclasses.replace(Config().fleet, group_by=group_by))
-    rejected = amtool_check(tmp_path, generated_files(config, ("rules",))[ALERTMANAGER_CONFIG])
+    rejected = amtool_check(tmp_path, generated_files(config, ("rules",))[ALERTMANAGER_CONFIG], stack)
     assert rejected.returncode != 0 and "duplicated label" in rejected.stdout + rejected.stderr
     with pytest.raises(LlmdashError, match=r"fleet\.group_by: " + re.escape(REFUSED_GROUP_BY[group_by])) as refused:
         _fleet_config(tmp_path, {"group_by": list(group_by)})

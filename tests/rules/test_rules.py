@@ -231,10 +231,17 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
 
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():
-    rule, same_instance = inhibit_rules(Config())["inhibit_rules"]
-    assert same_instance["target_matchers"] == [
+    rule, same_unit, frontend = inhibit_rules(Config())["inhibit_rules"]
+    assert same_unit["target_matchers"] == [
         f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"']
-    assert same_instance["equal"] == ["llm_engine", "model_name", "cluster", "namespace", "instance"]
+    # the KV-cache unit: the instance and every catalog's unit labels (vLLM's engine, Ray Serve's replica, SGLang's
+    # data-parallel rank), so a page of one replica leaves its neighbours' warnings on the same node alone
+    assert same_unit["equal"] == ["llm_engine", "model_name", "cluster", "namespace", "instance", "engine",
+                                  "ReplicaId", "dp_rank"]
+    # across llm_engine: a worker's page silences its Dynamo frontend's latency and divergence alerts
+    assert frontend == {"source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
+                        "target_matchers": [rule["target_matchers"][0], 'llm_engine=~"dynamo"'],
+                        "equal": ["model_name", "cluster", "namespace"]}
     assert rule["source_matchers"] == [f'alertname="{Alert.PREEMPTIONS_HIGH}"']
     assert Alert.DIVERGENCE in rule["target_matchers"][0] and Alert.PREEMPTIONS_HIGH not in rule["target_matchers"][0]
     assert rule["equal"] == ["llm_engine", "model_name", "cluster", "namespace"]

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import promql_parser as pp
 
-from llmdash.dashboards.validate import substitute
+from llmdash.dashboards.promql_walk import parseable
 
 COMPARISONS = frozenset({">=", "<=", ">", "<", "==", "!="})
 RECORDED = re.compile(r"^[a-z_]+:(llm_[a-z0-9_]+:[a-z0-9_]+)$")
@@ -23,7 +23,7 @@ RECORDED = re.compile(r"^[a-z_]+:(llm_[a-z0-9_]+:[a-z0-9_]+)$")
 
 def parse(expr: str):
     """A rule's or a dashboard target's expression as a tree (Grafana variables replaced so it parses)."""
-    return pp.parse(substitute(expr))
+    return pp.parse(parseable(expr))
 
 
 def children(node):

@@ -7,7 +7,8 @@ window) agrees with. The Sloth specs here are written as a Sloth user would, fro
 (the names as vLLM scrapes them, not llmdash's catalog or PromQL helpers), and the rules come from the real
 `sloth generate` at test time, never from a committed copy.
 
-The binary is the one .ci/build-stack builds from the Go module proxy (`make deps`) into the per-user cache.
+The binary is the one .ci/build-stack builds from the Go module proxy (`make deps`) into the per-user cache
+(.ci/current-stack names the version, tests/support/stacks.py the path).
 Its absence skips a test with that reason, and fails it under CI=true (a second opinion that silently did not
 run is no opinion).
 """
@@ -21,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-MODULE, VERSION = "github.com/slok/sloth", "v0.16.0"
-MAKE_DEPS = "build it with `make deps` (.ci/build-stack builds Sloth from the Go module proxy)"
+from tests.support import stacks
+
 
 # The error (bad events/s) and total (valid events/s) queries of each objective kind on vLLM, per model and
 # fleet group as llmdash's SLIs count them: latency from the target's bucket against the histogram's count,
@@ -51,14 +52,13 @@ ALERT = "SlothSLOBurnRate"   # Sloth names page and ticket alike; `sloth_severit
 
 def binary() -> str:
     """The Sloth that `make deps` builds; a missing one skips the test naming `make deps` (fails it under CI)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmdash" / "stack"
-    path = cache / f"{MODULE}@{VERSION}" / "bin" / "sloth"
+    path = stacks.current().binaries["sloth"]
     if not os.access(path, os.X_OK):
-        reason = f"Sloth {VERSION} is not built ({path} is missing): {MAKE_DEPS}"
+        reason = f"Sloth is not built ({path} is missing): {stacks.MAKE_DEPS}"
         if os.environ.get("CI") == "true":
             pytest.fail(f"cannot compare the SLO rules with Sloth: {reason}", pytrace=False)
         pytest.skip(reason)
-    return str(path)
+    return path
 
 
 def _bound(seconds: float) -> str:
