@@ -29,15 +29,17 @@ def resolve(binary: str) -> str:
 
 def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict], checks: list[dict],
                    timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None,
-                   interval: str = "1m") -> None:
+                   interval: str = "1m", group_eval_order: list[str] | None = None) -> None:
     """Evaluate `rules` (one rule file or several, loaded together) every minute over `input_series` (samples
     `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test` check, given), with
-    `binary` (PATH's promtool, or a stack's path)."""
+    `binary` (PATH's promtool, or a stack's path). `group_eval_order`: the groups evaluated first at each instant, in
+    this order (else promtool's order is random)."""
     files = [rules] if isinstance(rules, Path) else list(rules)
     case = {"interval": interval, "input_series": input_series, "promql_expr_test": checks}
     if alert_checks:
         case["alert_rule_test"] = alert_checks
-    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m", "tests": [case]}
+    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m",
+            **({"group_eval_order": group_eval_order} if group_eval_order else {}), "tests": [case]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
     result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
