@@ -204,8 +204,9 @@ def check_expr(expr: str, spec: EngineSpec | None, known: Callable[[str], bool] 
 
 def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     """(catalog metric name, kind of this series) for a scraped series name, (None, None) if unknown."""
-    if name in spec.metrics and spec.metrics[name].type != "histogram":
-        return name, spec.metrics[name].type
+    if name in spec.metrics:   # a native histogram is read by its base name, and is cumulative like its series
+        metric = spec.metrics[name]
+        return name, "counter" if metric.type == "histogram" else metric.type
     for part in HISTOGRAM_PARTS:
         base = name.removesuffix(f"_{part}")
         if base != name and base in spec.metrics and spec.metrics[base].type == "histogram":

@@ -2,7 +2,9 @@
 
 The rules they enforce, once: label values escaped; quantiles always over
 `sum by (le, <group>)` of bucket rates; ratios and quantiles that yield no series
-(rather than NaN or Inf) when there is no traffic. Which series to combine, and at which
+(rather than NaN or Inf) when there is no traffic; a native histogram read as the classic
+series it replaces (`native_buckets`, `native_at_or_under`, `per_replica`), so one expression
+answers over replicas that store either form. Which series to combine, and at which
 labels, is `llmdash.panels.signals`' business.
 """
 
@@ -12,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from llmdash.vocabulary import BASELINE_QUANTILE
+from llmdash.vocabulary import BASELINE_QUANTILE, BUCKET_LABEL
 
 
 def escape(value: str) -> str:
@@ -83,6 +85,45 @@ def bucket_set_matcher(buckets: list[Matcher]) -> Matcher:
     layout common to several exporters' releases reads."""
     texts = [m.value if m.op == "=~" else re.escape(m.value) for m in buckets]
     return Matcher("le", "=~", "|".join(texts + [re.escape("+Inf")]))
+
+
+def native_at_or_under(hist: str, bound: float) -> str:
+    """The observations at or under `bound` in the native histogram `hist` (a rate of one), the number a classic
+    histogram's `le` bucket holds: `histogram_fraction` from -Inf times `histogram_count`. Exact where `bound` is a
+    bucket boundary, as it is for a classic histogram stored with custom buckets (NHCB, from
+    `convert_classic_histograms_to_nhcb`): the fraction then sums whole buckets; elsewhere (an exponential
+    histogram) it interpolates, as `histogram_quantile` does. 0 while the histogram counts nothing (the fraction is
+    NaN then), as the classic bucket's rate is, so a sum over replicas stays a number."""
+    return (f"(histogram_fraction(-Inf, {_number(bound)}, {hist}) * histogram_count({hist}) >= 0) "
+            f"or histogram_count({hist})")
+
+
+def native_buckets(hist: str, bounds: tuple[float, ...]) -> str:
+    """The native histogram `hist` (a rate of one) as the cumulative `le` buckets at `bounds` and +Inf of the
+    classic histogram it replaces, `le` written as Prometheus 3 stores a classic bucket's, so they sum with classic
+    bucket rates under one `histogram_quantile`. No series while the histogram counts nothing (a quantile of
+    empty buckets is NaN, which `quantile` drops anyway)."""
+    shares = " or ".join(f'label_replace(histogram_fraction(-Inf, {_number(bound)}, {hist}), "{BUCKET_LABEL}", '
+                         f'"{prometheus3_float(bound)}", "", "")' for bound in (*bounds, math.inf))
+    return f"({shares}) * ignoring ({BUCKET_LABEL}) group_left () histogram_count({hist}) >= 0"
+
+
+def _number(value: float) -> str:
+    """A float as a PromQL literal that reads back as exactly `value` (`+Inf` for infinity)."""
+    return "+Inf" if value == math.inf else repr(float(value))
+
+
+def native_part(part: str, hist: str) -> str:
+    """A classic histogram's `_count` or `_sum` read from the native histogram `hist`."""
+    return f"histogram_{part}({hist})"
+
+
+def per_replica(classic: str, native: str, identity: tuple[str, ...]) -> str:
+    """Per replica (`identity`: the labels that tell replicas apart), the classic histogram's read where it has
+    classic series, else the native histogram's: a fleet half converted to native histograms counts every replica
+    once, and a replica stored both ways (`always_scrape_classic_histograms`) once, always from its classic
+    series, whose `le` texts may differ from the native read's."""
+    return f"({classic}) or on ({', '.join(identity)}) ({native})"
 
 
 def clamp_min(expr: str, floor: float) -> str:
