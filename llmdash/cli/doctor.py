@@ -54,7 +54,7 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
             inventory = read_metrics(metrics, client)
         else:
             wanted = {series for spec in load_all().values() for metric in spec.metrics.values()
-                      for series in metric.scraped_series}
+                      for series in metric.stored_series}
             inventory = PrometheusReader(prometheus_url, config.selectors, client).inventory(wanted)
     finally:
         client.close()
