@@ -16,7 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from llmdash.config import Config
+from llmdash.build import build_dashboards
+from llmdash.config import Config, Histograms
 from llmdash.engines.catalog import load_all, load_engine
 from llmdash.lab import replay
 from llmdash.lab.emitters import simulated_engines
@@ -154,9 +155,11 @@ DASHBOARDS = sorted(simulated_engines(load_all())) + ["fleet"]
 
 
 @pytest.fixture(scope="module")
-def compared_panels(backends, default_build):
-    """name -> panel_comparison of that dashboard, computed once for the module's tests."""
-    return functools.cache(lambda name: panel_comparison(backends, default_build[name]))
+def compared_panels(backends):
+    """name -> panel_comparison of that dashboard, computed once for the module's tests: as built for dashboards on
+    VictoriaMetrics (`histograms.native: false`: MetricsQL has no histogram_count)."""
+    dashboards = build_dashboards(Config(histograms=Histograms(native=False)))
+    return functools.cache(lambda name: panel_comparison(backends, dashboards[name]))
 
 
 @pytest.mark.parametrize("name", DASHBOARDS)
