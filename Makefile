@@ -4,17 +4,19 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check lint test test-unit test-e2e demo publish diff layout bench-detect bench-cost bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-stack test-unit test-e2e mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
 	@echo "make install       create .venv and install llmdash with its test dependencies"
-	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing"
+	@echo "make deps          install Debian's prometheus, mtail, prometheus-alertmanager, victoria-metrics if missing; build the current stack"
 	@echo "make demo          build, simulate a KV-cache collapse on a local Prometheus, write out/demo/*.png"
 	@echo "make test          drift check of generated/, ruff, and the whole test suite (real servers included)"
+	@echo "make test-stack    the slow current-stack legs make test leaves out (.ci/run runs both)"
 	@echo "make test-unit     the tests marked neither e2e, publish nor process (no real server, no llmdash process), < 1 min"
 	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
+	@echo "make mutate        named mutants of rules, fleet, Prometheus 3 text, redaction, manifest vs the unit tests (WRITE=1: docs/testing.md)"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
@@ -22,6 +24,7 @@ help:
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay (seeds 1-4), false firings vs naive baselines, live page delay per backend -> docs/benchmarks/bench-detect.md"
 	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-rules   what each rule group costs a Prometheus at 20, 200, 1000 replicas -> docs/benchmarks/bench-rules.md"
 	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
 	@echo "make clean         remove out/ and .pytest_cache"
@@ -51,13 +54,22 @@ lint: install
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
 test: deps check lint
-	$(PYTEST)
+	$(PYTEST) -m "not stack_leg"
+
+test-stack: deps install
+	$(PYTEST) -m stack_leg
 
 test-unit: install
 	$(PYTEST) -m unit
 
 test-e2e: deps install
 	$(PYTEST) -m e2e
+
+# Not part of `make test` (its run time: docs/testing.md#mutation-score): each mutant runs its unit tests in a
+# temporary copy of the tree.
+WRITE ?=
+mutate: install
+	$(BIN)/python -m tests.mutation.mutants $(if $(WRITE),--write)
 
 demo: deps install
 	$(LLMDASH) demo --out out/demo
@@ -90,6 +102,9 @@ ANCHOR ?=
 bench-cost: install
 	@test -n "$(ANCHOR)" || { echo "make bench-cost needs ANCHOR=<path to vLLM's overview dashboard JSON>" >&2; exit 2; }
 	$(LLMDASH) bench-cost --anchor "$(ANCHOR)"
+
+bench-rules: install
+	$(LLMDASH) bench-rules
 
 bench-build: install
 	$(BIN)/python -m llmdash.lab.bench_build

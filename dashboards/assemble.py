@@ -18,8 +18,8 @@ from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import RecordedSignals
 from llmdash.panels.signals import INFO, Signals, SignalsBase, fixed_selectors
-from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart
-from llmdash.rules.generate import alert_labels, alert_names, runbook_url
+from llmdash.panels.slo_panels import slo_attainment_chart, slo_budget_chart, slo_burn_chart, slo_coverage_chart
+from llmdash.rules.identity import alert_labels, carried_alerts, runbook_url
 from llmdash.vocabulary import (ALERT_PATTERN, ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, DOMAIN_TAG,
                                 ENGINE_LABEL, FLEET_TAG, HEADLINE, MODEL_LABEL, TAG, Alert, Annotations,
                                 Role, dashboard_uid)
@@ -43,9 +43,9 @@ ROWS = [
         library.itl_detail_chart, library.tpot_detail_chart]),
     ("Queue", "Is work piling up?", [library.queue_chart]),
     ("SLO", "What share of users still gets the latency we promise?", [
-        library.slo_chart("ttft", "ttft_seconds"), library.slo_latency_chart]),
+        library.slo_chart(Role.TTFT, "ttft_seconds"), library.slo_latency_chart]),
     ("Error budget", "Are we spending the SLO's error budget faster than it lasts?", [   # with slo.objectives only
-        slo_budget_chart, slo_burn_chart, slo_attainment_chart]),
+        slo_budget_chart, slo_burn_chart, slo_attainment_chart, slo_coverage_chart]),
 ]
 
 
@@ -58,6 +58,8 @@ WATCHED_BY = {
     library.token_latency_tile: Alert.ITL_HIGH, library.token_latency_chart: Alert.ITL_HIGH,
     library.itl_detail_chart: Alert.ITL_HIGH, library.tpot_detail_chart: Alert.ITL_HIGH,   # the alert reads one of them
     slo_budget_chart: Alert.SLO_BURN_FAST, slo_burn_chart: Alert.SLO_BURN_FAST,
+    slo_coverage_chart: Alert.SLO_COVERAGE_LOW,
+    library.top_instances_by_latency: Alert.INSTANCE_LATENCY_HIGH,   # the straggler: one instance far slower
 }
 
 
@@ -71,7 +73,7 @@ def build_dashboard(spec: EngineSpec, config) -> dict:
     scope = dashboard_scope(spec, config)
     panel_signals = signals_for(spec, config, scope, config.divergence.window)
     panels = []
-    alerts = set(alert_names(spec, config))
+    alerts = carried_alerts(spec, config)
     for title, _question, builders in ROWS:
         chosen = []
         for build in builders:
@@ -165,7 +167,7 @@ def layout(panels: list) -> list:
 
 def variables(spec: EngineSpec, config) -> list[dict]:
     """datasource, the fleet's grouping labels and the config's label variables, model_name and instance."""
-    anchor = spec.signal("running").sources[0]
+    anchor = spec.signal(Role.RUNNING).sources[0]
     fixed = fixed_selectors(spec, config)
     return chained_variables(anchor.metric.name, fixed, [(v, v, v) for v in label_variables(config)] + [
         ("model_name", spec.model_label, "Model"), ("instance", config.fleet.instance_label, "Instance")])
@@ -201,7 +203,7 @@ def annotations(sig: Signals, config) -> list[dict]:
     model = "{{" + sig.spec.model_label + "}}"
     step = config.divergence.annotation_step
     entries = []
-    if sig.spec.has("preemptions"):
+    if sig.spec.has(Role.PREEMPTIONS):
         entries.append(annotation(
             Annotations.PREEMPTION, sig.preemption_active(), f"Preemption {model}", step, sig.spec.model_label))
     if config.logs.enabled and sig.spec.log_patterns:

@@ -18,7 +18,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import Key, Level, Series
 from llmdash.panels.slo_panels import fleet_slo_table
 from llmdash.vocabulary import (ENGINE_LABEL, FLEET_TAG, FLEET_UID, HEADLINE, HEADLINE_QUANTILE, MODEL_LABEL, Alert,
-                                Annotations, Role)
+                                Annotations, Role, dashboard_uid)
 
 
 def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
@@ -50,7 +50,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         return f"{reduce}{promql.by(model_labels)} ({read(key)})"
 
     firing = firing_alerts(scope, config)
-    down = (f"/d/llmdash-${{__data.fields.{ENGINE_LABEL}}}?var-model_name=${{__data.fields.{MODEL_LABEL}}}"
+    down = (f"/d/{dashboard_uid(f'${{__data.fields.{ENGINE_LABEL}}}')}?var-model_name=${{__data.fields.{MODEL_LABEL}}}"
             "&${__url_time_range}")
     legend = " ".join("{{" + label + "}}" for label in (MODEL_LABEL, ENGINE_LABEL, *groups))
     columns = [(throughput_key, "", "Output tok/s", "short"),
@@ -73,7 +73,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
         + [(f"count{promql.by(model_labels)} ({firing})", "Firing alerts", "short")],
         "Preemptions per 100 requests" if per_request_key in recorded else "Firing alerts",
         width=24, height=10,
-        links=[{"title": "Open this model's dashboard", "url": down}], link_column=MODEL_LABEL)
+        data_links=[{"title": "Open this model's dashboard", "url": down}], link_column=MODEL_LABEL)
     throughput = builders.timeseries(
         "Output tok/s by model", (
             "Generated tokens per second per model across the fleet. Compare with the latency panels beside it: "
@@ -101,7 +101,7 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
             f"here while its model's totals look normal. Click an instance to open it. Metric: `{name(share_key)}`."),
         [(f"topk(20, {read(share_key)})", "Preemption share", "percentunit")] if share_key in recorded else [],
         "Preemption share", width=24,
-        links=[{"title": "Open this instance", "url": f"{down}&var-instance=${{__data.fields.{instance}}}"}],
+        data_links=[{"title": "Open this instance", "url": f"{down}&var-instance=${{__data.fields.{instance}}}"}],
         link_column=instance)
     charts = [throughput] + [chart for chart, key in ((latency, token_key), (ttft, ttft_key)) if key in recorded]
     panels = [builders.row("Models"), *fit_row([models])]
@@ -131,7 +131,8 @@ def _annotations(scope: tuple[Matcher, ...], config, divergence: str | None) -> 
     whose latency is up with throughput flat: the two marks an on-call looks for on the landing page."""
     pages = firing_alerts(scope, config, Alert.PREEMPTIONS_HIGH)
     step = config.divergence.annotation_step
-    marks = [annotation(Annotations.PREEMPTION_PAGES, pages, f"{{{{{MODEL_LABEL}}}}} {{{{instance}}}}",
+    marks = [annotation(Annotations.PREEMPTION_PAGES, pages,
+                        f"{{{{{MODEL_LABEL}}}}} {{{{{config.fleet.instance_label}}}}}",
                         step, f"{ENGINE_LABEL},{MODEL_LABEL}")]
     if divergence is not None:
         marks.append(annotation(Annotations.DIVERGENCE, divergence,

@@ -14,6 +14,8 @@ import json
 from grafanalib import core
 from grafanalib._gen import DashboardEncoder
 
+from llmdash.vocabulary import Annotations
+
 SCHEMA_VERSION = 39
 LEGACY_DASHBOARD_KEYS = ("rows", "style", "hideControls", "sharedCrosshair", "gnetId", "version", "__inputs")
 LEGACY_TARGET_KEYS = ("intervalFactor", "step", "metric", "target", "query", "format", "hide", "instant", "interval")
@@ -21,7 +23,7 @@ LEGACY_PANEL_KEYS = ("span", "minSpan", "height", "error", "cacheTimeout", "time
                      "hideTimeOverride", "interval", "repeat", "transparent", "maxDataPoints", "editable")
 BUILT_IN_ANNOTATION = {
     "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
-    "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard",
+    "iconColor": Annotations.BUILT_IN.color, "name": Annotations.BUILT_IN.name, "type": "dashboard",
 }
 
 

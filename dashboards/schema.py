@@ -29,7 +29,7 @@ def _validator(name: str):
     """Compiled once per process; jsonschema is imported only when a dashboard is checked."""
     from jsonschema import Draft7Validator  # the generator writes draft-07
 
-    schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+    schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
     definitions = schema.pop("definitions", {})
     return Draft7Validator({**_inline_refs(schema, definitions), "definitions": definitions})
 

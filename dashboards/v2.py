@@ -5,8 +5,9 @@ Grafana 13 migrates a classic dashboard to v2 when it is opened and stores v2 af
 that manages dashboards as resources (Git Sync, grafana-operator's GrafanaManifest, the Terraform provider)
 wants the v2 object itself. What changes besides the notation: panels become `elements` keyed by a stable
 name (the `llmdash.vocabulary.Panel` key where the panel has one, a slug of its title otherwise), and the
-layout is a `RowsLayout`, one row per on-call question, with the Instances drill-down collapsed. Queries,
-variables, annotations, links, units and thresholds are carried over unchanged in content.
+layout is a `RowsLayout`, one row per on-call question, each collapsed exactly where the classic row is (so both
+schemas open alike). Queries, variables, annotations, links, units and thresholds are carried over unchanged in
+content.
 
 The conversion is total over what llmdash composes: a classic key it does not know is an error naming it,
 never silently dropped (so a new panel option must be taught here before it ships). The target is the v2
@@ -25,8 +26,6 @@ API_GROUP = "dashboard.grafana.app"
 API_VERSION = "v2"      # served by Grafana 13 beside v1 (apps/dashboard/kinds/manifest.cue `versions`)
 RESOURCE_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 KIND = "Dashboard"
-# Rows shown collapsed: the drill-down an on-call opens after the questions above it have pointed at a model.
-COLLAPSED_ROWS = frozenset({"Instances"})
 QUERY_VERSION = "v0"    # DataQueryKind.version: the datasource query schema's version, v0 for every plugin today
 
 CURSOR_SYNC = {0: "Off", 1: "Crosshair", 2: "Tooltip"}
@@ -118,7 +117,7 @@ def _layout(panels: list) -> tuple[dict, list]:
 
 
 def _row(title: str, *, collapse: bool, hide_header: bool = False) -> dict:
-    spec = {"title": title, "collapse": collapse or title in COLLAPSED_ROWS,
+    spec = {"title": title, "collapse": collapse,
             "layout": {"kind": "GridLayout", "spec": {"items": []}}}
     if hide_header:
         spec["hideHeader"] = True

@@ -16,7 +16,7 @@ from typing import Callable
 
 import promql_parser as pp
 
-from llmdash.dashboards import variables
+from llmdash.dashboards.promql_walk import PromqlWalk, parse
 from llmdash.dashboards.schema import schema_problems
 from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.model import HISTOGRAM_PARTS, EngineSpec
@@ -27,12 +27,9 @@ MODERN_TYPES = {"timeseries", "stat", "bargauge", "heatmap", "text", "row", "tab
 STANDARD_UNITS = {"s", "ms", "short", "reqps", "percentunit", "percent", "none", "bytes", "ops"}
 RANGE_FUNCTIONS = {"rate", "increase", "irate"}
 PRESENCE_AGGREGATIONS = {"group", "count"}
-# A query's variables are checked with the values Grafana sends for a 1 h range on a 15 s scrape (step =
-# the scrape interval), every template variable = All.
-SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S = 15, 3600, 15
 # Every panel rates over one window (the recorded window), so no two panels, and no raw and recorded
 # dashboard, disagree because of their windows. (type, key) of the panels allowed another window: a trailing
-# baseline is a window by definition, and the paused-requests tile reads the alert's window (a
+# baseline is a window by definition, and the paused-requests tile reads the Preemption annotation's window (a
 # latest-iteration gauge needs many scrapes).
 FIXED_WINDOW_PANELS = {("timeseries", Panel.DIVERGENCE), ("stat", Panel.PAUSED)}
 PANEL_KEYS = {title: key for key, title in PANEL_TITLES.items()}   # a panel's stable key, from its title
@@ -186,20 +183,13 @@ def lint(d: dict) -> list[str]:
 
 # ---- PromQL ------------------------------------------------------------------------------------
 
-def substitute(expr: str) -> str:
-    """Replace Grafana variables so the expression parses: durations for intervals, .* for the rest."""
-    return variables.substitute(expr, {}, SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S, default=variables.ALL)
-
-
 def check_expr(expr: str, spec: EngineSpec | None, known: Callable[[str], bool] = lambda name: False) -> list[str]:
     """Problems in one expression; `known` tells extra series names allowed (recorded or built-in)."""
     try:
-        tree = pp.parse(substitute(expr))
+        tree = parse(expr)
     except Exception as exc:  # the parser raises its own ValueError/RuntimeError subtypes
         return [f"does not parse as PromQL: {exc}"]
-    problems = []
-    _visit(tree, spec, known, in_range_function=False, problems=problems)
-    return problems
+    return _Lint(spec, known).walk(tree, False)
 
 
 def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
@@ -214,45 +204,97 @@ def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _visit(node, spec: EngineSpec | None, gauges: Callable[[str], bool], in_range_function: bool,
-           problems: list[str]) -> None:
-    if isinstance(node, pp.VectorSelector):
-        if gauges(node.name):
-            return
+def _unwrap(node):
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node
+
+
+def _read_selector(node):
+    """The selector a counter reading reads: the selector itself, or the native histogram a native read of a
+    classic part takes (`histogram_count(h)`, `histogram_sum(h)`, `promql.native_at_or_under`: `… or
+    histogram_count(h)`)."""
+    node = _unwrap(node)
+    if isinstance(node, pp.BinaryExpr) and str(node.op) == "or":
+        node = _unwrap(node.rhs)
+    if isinstance(node, pp.Call) and node.func.name in ("histogram_count", "histogram_sum") and len(node.args) == 1:
+        node = _unwrap(node.args[0])
+    return node
+
+
+def _same_series(a, b, offset: bool) -> bool:
+    """Both readings of one series; `a` shifted back (offset), `b` not."""
+    a, b = _read_selector(a), _read_selector(b)
+    return (isinstance(a, pp.VectorSelector) and isinstance(b, pp.VectorSelector) and a.name == b.name
+            and str(a.matchers) == str(b.matchers) and bool(a.offset) == offset and not b.offset)
+
+
+def _is_increments(node) -> bool:
+    """`promql.increments`: `(c - (c offset s <= c)) or (c and (c offset s > c))`, what a counter gained since
+    `s` ago, a reset counted from 0 as rate() counts it. The one reading of a counter outside a range function
+    that cannot mistake a reset for a fall."""
+    node = _unwrap(node)
+    if not (isinstance(node, pp.BinaryExpr) and str(node.op) == "or"):
+        return False
+    gained, reset = _unwrap(node.lhs), _unwrap(node.rhs)
+    if not (isinstance(gained, pp.BinaryExpr) and str(gained.op) == "-" and isinstance(reset, pp.BinaryExpr)
+            and str(reset.op) == "and"):
+        return False
+    before, fell = _unwrap(gained.rhs), _unwrap(reset.rhs)
+    counter = _unwrap(gained.lhs)
+    return (isinstance(before, pp.BinaryExpr) and str(before.op) == "<=" and isinstance(fell, pp.BinaryExpr)
+            and str(fell.op) == ">" and _same_series(_unwrap(before.lhs), counter, True)
+            and _same_series(counter, _unwrap(before.rhs), False)
+            and _same_series(counter, _unwrap(reset.lhs), False)
+            and _same_series(_unwrap(fell.lhs), counter, True) and _same_series(counter, _unwrap(fell.rhs), False)
+            and _read_selector(before.lhs).offset == _read_selector(fell.lhs).offset)
+
+
+class _Lint(PromqlWalk):
+    """Catalog and counter rules per selector; the context passed down is whether the selector is read inside
+    rate()/increase() (or asked only whether it exists)."""
+
+    def __init__(self, spec: EngineSpec | None, gauges: Callable[[str], bool]):
+        self.spec = spec
+        self.gauges = gauges
+
+    def walk(self, node, in_range_function: bool = False) -> list[str]:
+        if _is_increments(node):   # still a series the catalog must know, read as a range function reads it
+            return self.walk(_read_selector(_unwrap(_unwrap(node).lhs).lhs), True)
+        return super().walk(node, in_range_function)
+
+    def selector(self, node, in_range_function: bool) -> list[str]:
+        spec = self.spec
+        if self.gauges(node.name):
+            return []
         if spec is None:
-            problems.append(f"series {node.name!r} is not recorded by llmdash's rules")
-            return
+            return [f"series {node.name!r} is not recorded by llmdash's rules"]
         if node.name == LOG_PREEMPTIONS and spec.log_patterns:  # the counter the engine's mtail program writes
-            if not in_range_function:
-                problems.append(f"counter {node.name!r} is used outside rate()/increase()")
-            return
+            return [] if in_range_function else [f"counter {node.name!r} is used outside rate()/increase()"]
         metric, kind = _series_kind(node.name, spec)
         if metric is None:
-            problems.append(f"series {node.name!r} is not in the {spec.id} catalog")
-        elif not spec.metrics[metric].exposed_in(spec.supported_from, spec.supported_to):
-            problems.append(f"series {node.name!r} is not exported by {spec.id} {spec.versions}")
-        elif kind == "counter" and not in_range_function:
-            problems.append(f"counter {node.name!r} is used outside rate()/increase()")
-        return
-    if isinstance(node, pp.Call):
+            return [f"series {node.name!r} is not in the {spec.id} catalog"]
+        if not spec.metrics[metric].exposed_in(spec.supported_from, spec.supported_to):
+            return [f"series {node.name!r} is not exported by {spec.id} {spec.versions}"]
+        if kind == "counter" and not in_range_function:
+            return [f"counter {node.name!r} is used outside rate()/increase()"]
+        return []
+
+    def call(self, node, in_range_function: bool) -> list[str]:
         name = node.func.name
-        if name == "histogram_quantile":
-            problems += _quantile_problems(node.args[1])
-        for arg in node.args:
-            _visit(arg, spec, gauges, name in RANGE_FUNCTIONS, problems)
-        return
-    if isinstance(node, pp.MatrixSelector):
-        _visit(node.vector_selector, spec, gauges, in_range_function, problems)
-        return
-    if isinstance(node, pp.BinaryExpr):
-        _visit(node.lhs, spec, gauges, False, problems)
-        _visit(node.rhs, spec, gauges, False, problems)
-        return
-    if isinstance(node, pp.AggregateExpr) and str(node.op) in PRESENCE_AGGREGATIONS:
-        _visit(node.expr, spec, gauges, True, problems)  # asks whether series exist, never reads a value
-        return
-    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
-        _visit(node.expr, spec, gauges, in_range_function and isinstance(node, pp.ParenExpr), problems)
+        problems = _quantile_problems(node.args[1]) if name == "histogram_quantile" else []
+        return problems + [p for arg in node.args for p in self.walk(arg, name in RANGE_FUNCTIONS)]
+
+    def binary(self, node, in_range_function: bool) -> list[str]:
+        # `and`/`unless` ask only which series exist on their right, never their values
+        return self.walk(node.lhs, False) + self.walk(node.rhs, str(node.op) in ("and", "unless"))
+
+    def aggregate(self, node, in_range_function: bool) -> list[str]:
+        # a presence aggregation asks whether series exist, never reads a value
+        return self.walk(node.expr, str(node.op) in PRESENCE_AGGREGATIONS)
+
+    def wrapper(self, node, in_range_function: bool) -> list[str]:
+        return self.walk(node.expr, in_range_function and isinstance(node, pp.ParenExpr))
 
 
 def _quantile_problems(arg) -> list[str]:

@@ -16,9 +16,9 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from llmdash.engines.log_regex import PatternError, compile_pattern
-from llmdash.engines.model import (DECLARED_ROLES, EXPORTERS, HISTOGRAM_PARTS, REQUIRED_ROLES, ROLE_TYPES,
-                                   UNIT_TO_SECONDS, EngineSpec, LogPattern, Metric, Ranks, Signal, Source,
-                                   bound_problem)
+from llmdash.engines.model import (DECLARED_ROLES, ENGINE_ROLE, EXPORTERS, HISTOGRAM_PARTS, REQUIRED_ROLES,
+                                   ROLE_TYPES, UNIT_TO_SECONDS, EngineSpec, LogPattern, Metric, Ranks, Router, Signal,
+                                   Source, bound_problem)
 from llmdash.engines.schema import first_problem
 from llmdash.engines.variants import derive
 from llmdash.errors import LlmdashError
@@ -153,7 +153,8 @@ class _Parser:
         spec = EngineSpec(engine, data["title"], exporter, model_label, first, last, slo, metrics, signals, self.path,
                           log_patterns=self.log_patterns(data.get("logs")), model_label_from_scrape=from_scrape,
                           selectors=tuple(sorted(data.get("selectors", {}).items())),
-                          ranks=self.ranks(data.get("ranks") or {}, metrics), **variant)
+                          ranks=self.ranks(data.get("ranks") or {}, metrics), role=data.get("role", ENGINE_ROLE),
+                          routers=self.routers(data.get("routers") or {}, metrics), **variant)
         if spec.log_patterns:
             self.regex(spec.log_prefix_regex, "logs")   # mtail's program also matches every prefix at once
         return spec
@@ -169,6 +170,20 @@ class _Parser:
         if set(unit) & set(copies):
             raise self.fail("ranks", "a label is either a unit or a copy, not both")
         return Ranks(unit, copies, body.get("note", ""))
+
+    def routers(self, body: dict, metrics: dict[str, Metric]) -> tuple[Router, ...]:
+        """Each router's series are this catalog's, and none of them carries the router's label itself (else the
+        exclusion would drop the engine's own series)."""
+        out = []
+        for router_id, router in body.items():
+            for name in router["series"]:
+                if name not in metrics:
+                    raise self.fail(f"routers.{router_id}.series", f"{shorten(name)} is not in this catalog's metrics")
+                if router["label"] in metrics[name].labels:
+                    raise self.fail(f"routers.{router_id}.label",
+                                    f"{name} carries {router['label']} itself: it cannot tell the router apart")
+            out.append(Router(router_id, router["title"], router["label"], tuple(router["series"]), router["note"]))
+        return tuple(out)
 
     def derived(self, data: dict) -> tuple[dict, dict]:
         """A variant's catalog (see `llmdash.engines.variants`), from its base beside it."""
@@ -296,7 +311,10 @@ class _Parser:
         outside = body.get("outside_requests", False)
         if outside and role != Role.ERRORS:
             raise self.fail(f"{key}.outside_requests", "only the errors signal is counted apart from requests")
-        return Signal(role, sources, body.get("note") or "", outside)
+        first_increment = body.get("appears_at_first_increment", False)
+        if first_increment and role != Role.ERRORS:
+            raise self.fail(f"{key}.appears_at_first_increment", "only the errors signal is told apart by its absence")
+        return Signal(role, sources, body.get("note") or "", outside, first_increment)
 
     def source(self, key: str, body: dict, metrics: dict[str, Metric], role: str, model_label: str | None) -> Source:
         name = body["metric"]

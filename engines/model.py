@@ -66,6 +66,7 @@ ROLE_TYPES = {
     Role.WAITING: ("gauge",),
     Role.RUNNING: ("gauge",),
     Role.ERRORS: ("counter",),   # failed finished requests, counted among `requests` (availability SLOs)
+    Role.ABORTS: ("counter",),   # finished requests the client ended, among `requests`: not valid events
 }
 REQUIRED_ROLES = (Role.THROUGHPUT, Role.WAITING, Role.RUNNING)
 # Roles every catalog must state: with sources, or with none and a note saying why (the dashboard shows it).
@@ -73,6 +74,11 @@ DECLARED_ROLES = (Role.REQUESTS, Role.KV_USAGE, Role.PREEMPTIONS)
 # How a log line adds to the preemption count: the number it captures (`n`), the cumulative total it
 # carries (`n`, copied), or one per line.
 LOG_COUNTS = ("capture", "cumulative", "line")
+# What a catalogued component is in a deployment: an engine holds KV caches and preempts; a frontend (Dynamo's
+# HTTP frontend) routes requests to engines and measures latency from outside, so its latency alerts describe
+# an engine's incident and a page of that engine silences them.
+ENGINE_ROLE, FRONTEND_ROLE = "engine", "frontend"
+COMPONENT_ROLES = (ENGINE_ROLE, FRONTEND_ROLE)
 UNITS = ("seconds", "milliseconds", "ratio", "tokens", "preemptions", None)
 
 
@@ -167,6 +173,9 @@ class Signal:
     # errors only: the failed requests are not among the `requests` counted (TGI counts successes alone), so a
     # request is finished when it is either
     outside_requests: bool = False
+    # errors only: the exporter creates the series at its first increment, so a replica without it has had no
+    # failure (TGI's metrics-rs), rather than not counting failures at all (the SLI leaves such a replica out)
+    appears_at_first_increment: bool = False
 
     @property
     def metric_names(self) -> list[str]:
@@ -209,6 +218,20 @@ class Ranks:
 
 
 @dataclass(frozen=True)
+class Router:
+    """A router or gateway scraped beside the engine that exports series under the engine's own names
+    (production-stack's router: `vllm:num_requests_running{server=…}`). `label` is one only its series carry, so
+    every read of those `series` excludes it (`label=""`): a router is neither summed into the engine's gauges
+    nor taken for a replica missing its other series."""
+
+    id: str
+    title: str
+    label: str
+    series: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     id: str
     title: str
@@ -228,6 +251,12 @@ class EngineSpec:
     renames: tuple[tuple[str, tuple[str, ...]], ...] = ()  # base series -> its names here, newest first
     added_labels: tuple[str, ...] = ()  # labels a variant's exporter adds to every series
     ranks: "Ranks" = field(default_factory=lambda: Ranks())  # how parallel ranks label one replica's series
+    role: str = ENGINE_ROLE  # engine, or a frontend in front of engines (`COMPONENT_ROLES`)
+    routers: tuple[Router, ...] = ()  # routers that export some series under this engine's names
+
+    def foreign_labels(self, series: str) -> tuple[str, ...]:
+        """Labels that mark a series of this name as a router's, not the engine's (absent on the engine's)."""
+        return tuple(router.label for router in self.routers if series in router.series)
 
     def exported_name(self, base_name: str) -> str | None:
         """The name a series the base engine calls `base_name` has here (newest form); None if not exported."""
@@ -236,15 +265,17 @@ class EngineSpec:
         names = dict(self.renames).get(base_name, ())
         return names[0] if names else None
 
-    def has(self, role: str) -> bool:
-        signal = self.signals.get(role)
+    def has(self, role: Role) -> bool:
+        """Whether the engine has a source for `role`; a name that is no `Role` raises (a typo such as
+        "preemption" must not read as "this engine has none")."""
+        signal = self.signals.get(_role(role))
         return bool(signal and signal.sources)
 
-    def signal(self, role: str) -> Signal:
-        return self.signals[role]
+    def signal(self, role: Role) -> Signal:
+        return self.signals[_role(role)]
 
-    def note(self, role: str) -> str:
-        signal = self.signals.get(role)
+    def note(self, role: Role) -> str:
+        signal = self.signals.get(_role(role))
         return signal.note if signal else ""
 
     def coverage(self, role: str) -> tuple[Version, Version | None] | None:
@@ -271,6 +302,14 @@ class EngineSpec:
 
 
 UNIT_TO_SECONDS = {"seconds": 1.0, "milliseconds": 0.001}
+
+
+def _role(role: str) -> Role:
+    """`role` as a `Role`; ValueError naming the known roles for anything else."""
+    try:
+        return Role(role)
+    except ValueError:
+        raise ValueError(f"unknown role {role!r} (known: {', '.join(Role)})") from None
 
 
 def layout_versions(first: Version | None, until: Version | None) -> str:

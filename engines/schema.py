@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 
-from llmdash.engines.model import EXPORTERS, LOG_COUNTS, METRIC_TYPES, ROLE_TYPES, UNITS
+from llmdash.engines.model import COMPONENT_ROLES, EXPORTERS, LOG_COUNTS, METRIC_TYPES, ROLE_TYPES, UNITS
 from llmdash.inputs import shorten
 
 # Prometheus's grammars (https://prometheus.io/docs/concepts/data_model/): a name outside them is
@@ -96,7 +96,8 @@ SOURCE = _mapping({
     "per": {"type": "string"},
 }, ("metric",))
 
-SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True), "outside_requests": BOOL},
+SIGNAL = _mapping({"sources": {"type": "array", "items": SOURCE}, "note": _string(null=True), "outside_requests": BOOL,
+                   "appears_at_first_increment": BOOL},
                   ("sources",))
 
 LOG_PATTERN = _mapping({
@@ -111,6 +112,10 @@ LOG_PATTERN = _mapping({
 }, ("prefix", "message", "count", "since", "source", "example"))
 
 RANKS = _mapping({"unit": LABEL_NAMES, "copies": LABEL_NAMES, "note": TEXT})
+
+ROUTER = _mapping({"title": LINE, "label": LABEL, "note": TEXT,
+                   "series": {"type": "array", "minItems": 1, "items": {"type": "string"}}},
+                  ("title", "label", "series", "note"))
 
 CATALOG = _mapping({
     "engine": ENGINE,
@@ -129,6 +134,10 @@ CATALOG = _mapping({
     "model_label_from_scrape": BOOL,
     "selectors": LABEL_VALUES,
     "ranks": RANKS,
+    "role": {"enum": list(COMPONENT_ROLES)},
+    "routers": {"type": "object", "minProperties": 1, "propertyNames": _string("pattern-name", blank=True),
+                "additionalProperties": ROUTER,
+                "x-problem": "expected a mapping of router id to what it exports under this engine's names"},
     "logs": {"type": ["object", "null"], "minProperties": 1, "propertyNames": _string("pattern-name", blank=True),
              "additionalProperties": LOG_PATTERN,
              "x-problem": "expected a non-empty mapping of pattern name to log line"},
@@ -151,6 +160,7 @@ VARIANT = _mapping({
         "buckets": {"type": "object", "additionalProperties": BOUNDS},
     }, ("from", "rename")),
     "selectors": LABEL_VALUES,
+    "ranks": RANKS,
     "notes": {"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": TEXT,
               "x-problem": "expected a mapping of role to note"},
 }, ("engine", "title", "derive", "releases"))

@@ -83,6 +83,11 @@ def derive(data: dict, base: dict, base_spec: EngineSpec, parser: _Parser) -> tu
                "supported": {"from": str(first), "to": str(last)}}
     if "selectors" in data:
         catalog["selectors"] = data["selectors"]
+    if "ranks" in data:   # the deployment shape's own KV-cache unit (Ray Serve's replica), not its base's
+        catalog["ranks"] = data["ranks"]
+    # The base's routers export the base's names (production-stack's router writes `vllm:` gauges), not the
+    # variant's renamed ones.
+    catalog.pop("routers", None)
     # A variant's process may print its base's log lines in another format (NIM's containers, Ray's
     # workers), and which ones is unconfirmed: a variant counts no log lines.
     catalog.pop("logs", None)

@@ -7,13 +7,20 @@ it writes, removes a file only when the manifest lists it and its content is sti
 `llmdash rules --out /etc/prometheus` must never delete another team's rules. Output without a
 manifest (an older llmdash's, or one whose manifest is damaged) adopts the files that are exactly
 what the run writes, and nothing else. A symlinked directory inside DIR is refused: writing or
-removing through it would touch files somewhere else.
+removing through it would touch files somewhere else. Every directory written or removed in is opened
+once, component by component without following a link (O_DIRECTORY|O_NOFOLLOW), before anything is
+staged, and every write, rename and removal is made relative to that descriptor: a directory swapped for
+a symlink while the run goes on cannot redirect it. A listed file's digest is checked again right before
+it is unlinked, so a file its user saved during the run is kept. Every file read back (the manifest,
+an existing output) is read without following a link and refused above MAX_READ_BACK_BYTES, which no
+file llmdash writes comes near.
 
 All at once: every new file is first written in full to a temporary file beside its target; only
 then are they renamed into place, one after the other, while SIGINT and SIGTERM wait, so an interrupt
 leaves every file old or every file new, never a mix. Files are replaced inside the existing
 directories (never the directories themselves), so bind mounts, Kubernetes volumes and Grafana's file
-watcher keep seeing them. An exclusive lock on the parent directory serialises concurrent runs. A run
+watcher keep seeing them. An exclusive lock on the parent of the directory actually written (every
+symlink resolved: `--out link/gen` and `--out real/gen` are one directory) serialises concurrent runs. A run
 killed outright (SIGKILL, power loss) during the few milliseconds of renames can leave a mix, which the
 next run completes; its temporary files (`.NAME.llmdash-tmp-PID`) are never output and are removed by
 the next run.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import json
@@ -35,17 +43,23 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
+from llmdash import safepath
 from llmdash.errors import EXIT_USAGE, LlmdashError
 
 LOCK_WAIT_SECONDS = 60
-# Test hook: seconds to pause halfway through the renames, so a test can interrupt them there.
-SWAP_PAUSE_ENV = "LLMDASH_TEST_SWAP_PAUSE"
+# Test hook: a directory holding two FIFOs, `halfway` and `resume`. Halfway through the renames the run writes a
+# line to `halfway` (blocking until the test reads it) and then waits for a line on `resume`, so a test can
+# interrupt it exactly there without guessing how long anything takes.
+SWAP_HANDSHAKE_ENV = "LLMDASH_TEST_SWAP_HANDSHAKE"
 MANIFEST = ".llmdash-manifest.json"
 MANIFEST_ABOUT = ("The files llmdash wrote in this directory, each with the sha256 of what it wrote. llmdash removes "
                   "a file only while it is listed here and unchanged, and leaves every other file alone.")
 TEMPORARY_MARK = ".llmdash-tmp-"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 NAMED_AT_MOST = 5   # files named in one note line; the rest are counted
+MAX_READ_BACK_BYTES = 16 << 20   # a manifest or an existing output above this is not llmdash's (its largest is < 1 MB)
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC   # never waits on a FIFO, never follows a link
 
 
 def quoted(path) -> str:
@@ -127,11 +141,16 @@ def update_outputs(root: str | Path, files: Mapping[str, str], scopes: Iterable[
     if root.exists() and not root.is_dir():
         raise LlmdashError(f"{quoted(root)} exists and is not a directory")
     scopes = tuple(scopes)
-    with _locked(root.parent):
+    real = Path(os.path.realpath(root))  # the directory actually written: two spellings of it take turns
+    with _locked(real.parent):
         _remove_leftovers(root, scopes)
         outcome = plan_outputs(root, files, scopes, aside)
         if outcome.writes or outcome.removed:
-            _replace(root, outcome.writes, outcome.removed)
+            recorded, _ = _read_manifest(root)
+            kept = _replace(real, root, outcome.writes, {rel: recorded[rel] for rel in outcome.removed})
+            if kept:  # saved by its user while this run went on: left, and named, as any edited file is
+                outcome = dataclasses.replace(outcome, removed=[rel for rel in outcome.removed if rel not in kept],
+                                              edited=sorted([*outcome.edited, *kept]))
     return outcome
 
 
@@ -180,13 +199,22 @@ def regular_file_text(path: Path) -> str | None:
         return None
 
 
-def _regular_file_bytes(path: Path) -> bytes | None:
+def _regular_file_bytes(path: Path | str, dir_fd: int | None = None) -> bytes | None:
+    """The bytes of a regular file of at most MAX_READ_BACK_BYTES, read without following a link; else None."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        return path.read_bytes()
+        fd = os.open(path, _FILE, dir_fd=dir_fd)
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_READ_BACK_BYTES:
+            return None
+        raw = os.read(fd, min(info.st_size, MAX_READ_BACK_BYTES) + 1)   # a buffer of the file's size, not the cap's
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if len(raw) > MAX_READ_BACK_BYTES else raw
 
 
 def _digest(text: str) -> str:
@@ -210,22 +238,19 @@ def _read_manifest(root: Path) -> tuple[dict[str, str], str]:
         return {}, ""
     text = regular_file_text(path)
     if text is None:
-        return {}, "not a regular UTF-8 file"
+        return {}, f"not a regular UTF-8 file of at most {MAX_READ_BACK_BYTES} bytes"
     try:
         files = json.loads(text)["files"]
     except (ValueError, TypeError, KeyError):
         return {}, "not JSON with a files mapping"
+    except RecursionError:
+        return {}, "nested too deeply to be llmdash's"
     if not isinstance(files, dict):
         return {}, "not JSON with a files mapping"
     for rel, digest in files.items():
-        if not _safe_relative(rel) or not isinstance(digest, str) or not SHA256.match(digest):
-            return {}, f"entry {rel[:80]!r} is not a path inside the directory with its sha256"
+        if rel == MANIFEST or safepath.problem(rel) or not isinstance(digest, str) or not SHA256.fullmatch(digest):
+            return {}, f"entry {safepath.shown(rel)} is not a path inside the directory with its sha256"
     return files, ""
-
-
-def _safe_relative(rel: str) -> bool:
-    parts = rel.split("/")
-    return all(part not in ("", ".", "..") for part in parts) and "\0" not in rel and rel != MANIFEST
 
 
 def _within(rel: str, scopes: tuple[str, ...]) -> bool:
@@ -295,48 +320,130 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _replace(root: Path, writes: dict[str, str], removals: list[str]) -> None:
-    for rel in writes:
-        target = root / rel
-        if target.is_dir() and not target.is_symlink():
-            raise LlmdashError(f"{quoted(target)} is a directory, not a file; move it away")
-    created: list[Path] = []
-    staged: list[tuple[Path, Path]] = []
+class _Directories:
+    """Descriptors of the directories under one root a run writes or removes in, each opened once, one
+    component at a time relative to its parent, never through a symlink (O_NOFOLLOW): every later write,
+    rename and unlink is made relative to one of them, so a directory swapped for a link cannot redirect it."""
+
+    def __init__(self, real_root: Path, shown_root: Path):
+        self.shown = shown_root
+        self.real_root = real_root
+        self.created: list[PurePosixPath] = []   # made by this run, deepest last: removed again on failure
+        self.fds: dict[PurePosixPath, int] = {}
+        top = PurePosixPath(".")
+        try:
+            self.fds[top] = os.open(real_root, _DIRECTORY)
+        except FileNotFoundError:
+            os.mkdir(real_root)
+            self.created.append(top)
+            self.fds[top] = os.open(real_root, _DIRECTORY)
+
+    def fd(self, rel: PurePosixPath, create: bool) -> int | None:
+        """The descriptor of directory `rel` (made when `create`); None when it does not exist."""
+        if rel in self.fds:
+            return self.fds[rel]
+        parent = self.fd(rel.parent, create)
+        if parent is None:
+            return None
+        try:
+            self.fds[rel] = os.open(rel.name, _DIRECTORY, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                return None
+            os.mkdir(rel.name, dir_fd=parent)
+            self.created.append(rel)
+            self.fds[rel] = os.open(rel.name, _DIRECTORY, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            raise LlmdashError(f"{quoted(self.shown / rel)} is a symlink or not a directory; llmdash writes only in "
+                               f"real directories inside {quoted(self.shown)}", EXIT_USAGE) from None
+        return self.fds[rel]
+
+    def remove_created(self) -> None:
+        for rel in reversed(self.created):
+            if rel == PurePosixPath("."):
+                os.rmdir(self.real_root)
+            else:
+                os.rmdir(rel.name, dir_fd=self.fds[rel.parent])
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+
+
+def _replace(real_root: Path, root: Path, writes: dict[str, str], removals: dict[str, str]) -> list[str]:
+    """Write `writes` and remove `removals` (path -> the digest the manifest lists) under `real_root`, all
+    through directory descriptors; returns the removals kept because their content changed meanwhile."""
+    staged: list[tuple[int, str, str]] = []   # (directory fd, temporary name, target name)
     renamed = False
+    kept: list[str] = []
     try:
+        directories = _Directories(real_root, root)
+    except OSError as exc:
+        raise LlmdashError(f"{quoted(root)} cannot be written: {exc.strerror or exc}") from None
+    try:
+        for rel in writes:
+            at = PurePosixPath(rel)
+            parent = directories.fd(at.parent, create=False)
+            if parent is not None and _is_directory(at.name, parent):
+                raise LlmdashError(f"{quoted(root / rel)} is a directory, not a file; move it away")
+        for rel in removals:
+            directories.fd(PurePosixPath(rel).parent, create=False)   # opened now, before any swap can happen
         for rel, content in sorted(writes.items(), key=lambda item: (item[0] == MANIFEST, item[0])):
-            target = root / rel
-            for directory in reversed([target.parent, *target.parent.parents]):
-                if not directory.exists():
-                    directory.mkdir()
-                    created.append(directory)
-            temporary = target.parent / f".{target.name}{TEMPORARY_MARK}{os.getpid()}"
-            with open(temporary, "x", encoding="utf-8") as handle:
-                staged.append((temporary, target))  # only once it exists: cleanup removes what was made
+            at = PurePosixPath(rel)
+            parent = directories.fd(at.parent, create=True)
+            temporary = f".{at.name}{TEMPORARY_MARK}{os.getpid()}"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                         dir_fd=parent)
+            staged.append((parent, temporary, at.name))  # only once it exists: cleanup removes what was made
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(content)
         with _signals_deferred():
-            for number, (temporary, target) in enumerate(staged):
+            for number, (parent, temporary, name) in enumerate(staged):
                 if number == len(staged) // 2:
                     _pause_for_tests()
-                os.replace(temporary, target)
+                os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
             renamed = True
-            for rel in removals:
-                (root / rel).unlink(missing_ok=True)
+            for rel, digest in removals.items():
+                at = PurePosixPath(rel)
+                parent = directories.fd(at.parent, create=False)
+                if parent is None:
+                    continue
+                raw = _regular_file_bytes(at.name, dir_fd=parent)
+                if raw is None or hashlib.sha256(raw).hexdigest() != digest:
+                    kept.append(rel)   # edited (or replaced by something else) since the plan: left alone
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(at.name, dir_fd=parent)
     except OSError as exc:
         raise LlmdashError(f"{quoted(root)} cannot be written: {exc.strerror or exc}") from None
     finally:
-        if not renamed:  # failed or interrupted before the renames were done: leave nothing behind
-            with contextlib.suppress(OSError):  # a cleanup failure must not hide the error that caused it
-                for temporary, _ in staged:
-                    temporary.unlink(missing_ok=True)
-                for directory in reversed(created):
-                    directory.rmdir()
+        try:
+            if not renamed:  # failed or interrupted before the renames were done: leave nothing behind
+                with contextlib.suppress(OSError):  # a cleanup failure must not hide the error that caused it
+                    for parent, temporary, _ in staged:
+                        os.unlink(temporary, dir_fd=parent)
+                    directories.remove_created()
+        finally:
+            directories.close()
+    return kept
+
+
+def _is_directory(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _pause_for_tests() -> None:
-    pause = os.environ.get(SWAP_PAUSE_ENV)
-    if pause:
-        time.sleep(float(pause))
+    handshake = os.environ.get(SWAP_HANDSHAKE_ENV)
+    if handshake:
+        with open(Path(handshake) / "halfway", "w") as halfway:
+            halfway.write("halfway\n")
+        with open(Path(handshake) / "resume") as resume:
+            resume.readline()
 
 
 @contextlib.contextmanager

@@ -21,8 +21,8 @@ from llmdash.vocabulary import FLEET, RUNBOOK_DIR
 from llmdash.rules.mtail import mtail_program
 from llmdash.rules.runbooks import runbook_files
 from llmdash.rules.alertmanager import alertmanager_config, render_alertmanager_config
-from llmdash.rules.generate import (build_rules, inhibit_rules, render_inhibit_rules, render_rules,
-                                    split_rules)
+from llmdash.rules.generate import build_rules, render_inhibit_rules, render_rules, split_rules
+from llmdash.rules.identity import inhibit_rules
 from llmdash.dashboards.validate import validate_dashboard, validate_rules
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import EXIT_DRIFT, LlmdashError

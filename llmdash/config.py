@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from llmdash.durations import seconds
+from llmdash.durations import milliseconds, seconds
 from llmdash.engines.catalog import available_engines
+from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
+from llmdash.rules.alertmanager import ROUTE_GROUP_LABELS
 from llmdash.rules.targets import RULERS, TARGETS
 from llmdash.panels.signals import PAUSED_RESOLUTION
+from llmdash.vocabulary import BURN_PAIRS
 
 # Prometheus turns durations into Go time.Duration, int64 nanoseconds: promtool refuses 9223372037s.
 MAX_DURATION_SECONDS = (2**63 - 1) // 10**9
@@ -31,7 +34,6 @@ GRAFANA_RELATIVE_TIME = re.compile(r"^now(-[1-9][0-9]*[smhdwMy])?(/[smhdwMy])?$"
 PROMETHEUS_EVALUATION_INTERVAL = "1m"   # Prometheus' default global evaluation_interval
 MIN_REFRESH_SECONDS = 5      # Grafana's default min_refresh_interval; shorter is silently raised
 MAX_TIMEOUT_SECONDS = 3600
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Kubernetes object names and keys (k8s.io/apimachinery/pkg/util/validation/validation.go).
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")                         # max 63
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")  # max 253
@@ -395,7 +397,7 @@ def _check(config: Config, path: Path) -> None:
         if engine not in known:
             bad("engines", f"unknown engine {shorten(engine)} (known: {', '.join(known)})")
     for label in list(config.selectors) + list(config.label_variables):
-        if not LABEL_NAME.match(label) or label.startswith("__"):
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__"):
             bad("selectors" if label in config.selectors else "label_variables",
                 f"{shorten(label)} is not a label name")
     for label in config.label_variables:
@@ -446,10 +448,10 @@ def _check(config: Config, path: Path) -> None:
         if value_s == 0 and not key.endswith("_for"):
             bad(key, "must be longer than 0s")
     refresh = config.dashboard.refresh
-    if refresh and not (GRAFANA_REFRESH.match(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
+    if refresh and not (GRAFANA_REFRESH.fullmatch(refresh) and MIN_REFRESH_SECONDS <= seconds(refresh) <= 86400):
         bad("dashboard.refresh", f"expected a Grafana refresh interval from 5s to 1d like 30s, 1m, 1h "
                                  f"(or false for none), got {shorten(refresh)}")
-    if not GRAFANA_RELATIVE_TIME.match(config.dashboard.time_from):
+    if not GRAFANA_RELATIVE_TIME.fullmatch(config.dashboard.time_from):
         bad("dashboard.time_from", f"expected a Grafana relative time like now-3h, now-7d or now/d, "
                                    f"got {shorten(config.dashboard.time_from)}")
     if seconds(div.baseline_window) < 4 * seconds(div.window):
@@ -480,23 +482,30 @@ def _check(config: Config, path: Path) -> None:
     if config.logs.min_events < 0:
         bad("logs.min_events", "must not be negative")
     for label in list(config.logs.selectors) + list(config.logs.replica_labels):
-        if not LABEL_NAME.match(label) or label.startswith("__"):
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__"):
             bad("logs", f"{shorten(label)} is not a label name")
     if config.fleet.instance_label in config.logs.replica_labels:
         bad("logs.replica_labels", f"{config.fleet.instance_label!r} differs between an engine and its mtail "
                                    "(each is its own scrape target)")
     for label in config.fleet.group_by + (config.fleet.instance_label,):
-        if not LABEL_NAME.match(label) or label.startswith("__") or label == "le":
+        if not LABEL_NAME.fullmatch(label) or label.startswith("__") or label == "le":
             bad("fleet", f"{label!r} is not a label name to group by")
     if config.fleet.instance_label in config.fleet.group_by:
         bad("fleet.group_by", f"{config.fleet.instance_label!r} is the instance label; grouping by it is per instance")
+    # Alertmanager refuses a route whose group_by names a label twice; every route already groups by these.
+    for label in dict.fromkeys(config.fleet.group_by):
+        if label in ROUTE_GROUP_LABELS:
+            bad("fleet.group_by", f"{label!r} is already grouped by: every alert groups by "
+                                  f"{', '.join(ROUTE_GROUP_LABELS)}")
+        elif config.fleet.group_by.count(label) > 1:
+            bad("fleet.group_by", f"{label!r} is listed more than once")
     for name in ("connect_timeout", "read_timeout"):
         if not 0 < getattr(config.grafana, name) <= MAX_TIMEOUT_SECONDS:
             bad(f"grafana.{name}", f"must be above 0 and at most {MAX_TIMEOUT_SECONDS} seconds")
     if config.grafana.api not in ("auto", "legacy", "resource"):
         bad("grafana.api", f"expected auto, legacy or resource, got {config.grafana.api!r}")
     namespace = config.grafana.namespace
-    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.fullmatch(namespace)):
         bad("grafana.namespace", f"{namespace!r} is not a namespace like default, org-2 or stacks-12345")
     template = config.alerts.runbook_url_template
     if template is not None:
@@ -508,20 +517,29 @@ def _check(config: Config, path: Path) -> None:
     _check_kubernetes(config.kubernetes, bad)
 
 
+# A build takes about 0.05 s per objective: 100 build in seconds, where 10,000 would take many minutes.
+MAX_OBJECTIVES = 100
 SLO_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 SLIS = ("ttft", "token_latency", "availability")
-LONGEST_ALERT_WINDOW_S = 3 * 86400   # the slow burn-rate pair's long window
+# the longest window a burn-rate pair reads (the slow pair's 3d): an SLO window must hold it
+LONGEST_ALERT_WINDOW = max((p.long for pairs in BURN_PAIRS.values() for p in pairs), key=seconds)
 # The largest burn rate an alert compares with (the fast page's): at or above 100 % errors it could never fire.
-FASTEST_BURN = 14.4
+FASTEST_BURN = max(p.burn for pairs in BURN_PAIRS.values() for p in pairs)
+# The longest SLO window: its budget sums one recorded hourly count per hour of the window at every evaluation
+# (8,760 for a year), so a longer one costs more than it tells.
+MAX_SLO_WINDOW = "1y"
 
 
 def _check_objectives(config: Config, known: list[str], bad) -> None:
     """Every key of every objective; what depends on an engine's catalog (bucket bounds, error counters) is
     checked when its rules are built."""
+    if len(config.slo.objectives) > MAX_OBJECTIVES:
+        bad("slo.objectives", f"{len(config.slo.objectives)} objectives; at most {MAX_OBJECTIVES} are built "
+                              "(each adds recording rules, two alert pairs and dashboard panels)")
     covered: dict[tuple[str, str], int] = {}
     for i, o in enumerate(config.slo.objectives):
         key = f"slo.objectives[{i}]"
-        if not SLO_NAME.match(o.name):
+        if not SLO_NAME.fullmatch(o.name):
             bad(f"{key}.name", f"{shorten(o.name)} is not a name of lower-case letters, digits and _ (at most 40)")
         if o.kind not in SLIS:
             bad(f"{key}.sli", f"expected one of {', '.join(SLIS)}, got {shorten(o.kind)}"
@@ -540,9 +558,9 @@ def _check_objectives(config: Config, known: list[str], bad) -> None:
             window_s = seconds(o.window)
         except ValueError:
             bad(f"{key}.window", f"expected a Prometheus duration like 30d or 4w, got {shorten(o.window)}")
-        if window_s < LONGEST_ALERT_WINDOW_S or window_s % 3600 or window_s > MAX_DURATION_SECONDS:
-            bad(f"{key}.window", f"{o.window} must be whole hours, at least the slow alert's 3d and at most "
-                                 f"{MAX_DURATION_SECONDS}s")
+        if window_s < seconds(LONGEST_ALERT_WINDOW) or window_s % 3600 or window_s > seconds(MAX_SLO_WINDOW):
+            bad(f"{key}.window", f"{shorten(o.window)} must be whole hours, at least the slow alert's "
+                                 f"{LONGEST_ALERT_WINDOW} and at most {MAX_SLO_WINDOW} (365d)")
         if o.min_bad_events < 0:
             bad(f"{key}.min_bad_events", "must not be negative")
         for engine in o.engines:
@@ -557,18 +575,28 @@ def _check_objectives(config: Config, known: list[str], bad) -> None:
                 bad(f"{key}.name", f"{o.name!r} is also objective {covered[(engine, o.name)]}'s name for {engine}: "
                                    "names tell the series and alerts apart")
             covered[(engine, o.name)] = i
+    if config.slo.objectives:
+        shortest = min((w for pairs in BURN_PAIRS.values() for p in pairs for w in (p.long, p.short)), key=seconds)
+        try:
+            step_ms = milliseconds(config.rules.evaluation_interval)
+        except ValueError:
+            return   # refused as a duration already
+        if not 0 < step_ms < milliseconds(shortest) or milliseconds(shortest) % step_ms:
+            bad("rules.interval", f"{shorten(config.rules.evaluation_interval)} must divide the SLO alerts' shortest "
+                                  f"window ({shortest}) and be shorter: each evaluation records what the counters "
+                                  "gained since the previous one, and a window adds whole evaluations")
 
 
 def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
     """The rules the API server applies to namespaces, label keys and values, annotation keys."""
-    if len(k8s.namespace) > 63 or not DNS1123_LABEL.match(k8s.namespace):
+    if len(k8s.namespace) > 63 or not DNS1123_LABEL.fullmatch(k8s.namespace):
         bad("kubernetes.namespace", f"{k8s.namespace!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-', max 63)")
     for key, labels in (("dashboard_labels", k8s.dashboard_labels), ("instance_selector", k8s.instance_selector),
                         ("rule_labels", k8s.rule_labels)):
         for name, value in labels.items():
             if problem := kubernetes_key_problem(name):
                 bad(f"kubernetes.{key}", f"label name {name!r} {problem}")
-            if len(value) > 63 or (value and not QUALIFIED_NAME.match(value)):
+            if len(value) > 63 or (value and not QUALIFIED_NAME.fullmatch(value)):
                 bad(f"kubernetes.{key}", f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
                                          "starting and ending alphanumeric")
     if k8s.folder_annotation and (problem := kubernetes_key_problem(k8s.folder_annotation)):
@@ -580,9 +608,9 @@ def _check_kubernetes(k8s: KubernetesSettings, bad) -> None:
 def kubernetes_key_problem(key: str) -> str | None:
     """Why `key` is not a valid label/annotation key ([prefix/]name), or None."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         return "has a prefix that is not a DNS-1123 subdomain"
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not QUALIFIED_NAME.fullmatch(name):
         return "must be at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric"
     return None
 

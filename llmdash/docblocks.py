@@ -24,7 +24,10 @@ from llmdash.build import PART_SCOPES, build_rule_files
 from llmdash.config import Config, Logs
 from llmdash.errors import LlmdashError
 from llmdash.lab import scenarios
+from llmdash.engines.catalog import load_engine
+from llmdash.rules.lifecycle import LIFECYCLE, unit_labels
 from llmdash.rules.targets import held
+from llmdash.vocabulary import Alert
 
 BEGIN = re.compile(r"^<!-- generated: (?P<name>[\w-]+) -->$", re.M)
 END = "<!-- end generated: {name} -->"
@@ -105,6 +108,26 @@ def alerts_block() -> str:
     return "\n".join(lines)
 
 
+def alert_units_block() -> str:
+    """What one instance of each alert is about and when it resolves (`llmdash.rules.lifecycle`), with the labels
+    that make one instance on each engine and the built rules' `keep_firing_for`."""
+    lines = ["| Alert | One alert is about | Its labels (and the engines) | Resolves |", "|---|---|---|---|"]
+    rules = alert_rules(FIGURES_CONFIG)
+    for name in _ordered(rule["alert"] for engine_rules in rules.values() for rule in engine_rules):
+        alert = Alert(name)
+        labels: dict[tuple[str, ...], list[str]] = {}
+        for engine, engine_rules in rules.items():
+            if any(rule["alert"] == name for rule in engine_rules):
+                labels.setdefault(unit_labels(alert, load_engine(engine), FIGURES_CONFIG), []).append(engine)
+        held = _ordered(rule.get("keep_firing_for", "") for engine_rules in rules.values() for rule in engine_rules
+                        if rule["alert"] == name)
+        lifecycle = LIFECYCLE[alert]
+        resolves = lifecycle.resolves.format(keep_firing_for=" / ".join(f"`{h}`" for h in held if h) or "at once")
+        which = "; ".join(f"{_code(label_set)} ({', '.join(engines)})" for label_set, engines in labels.items())
+        lines.append(f"| `{name}` | {lifecycle.about} | {which} | {resolves[0].upper()}{resolves[1:]} |")
+    return "\n".join(lines)
+
+
 def held_expression_block() -> str:
     """The hold a ruler without `keep_firing_for` gets, written by the same function the build uses."""
     config = Config()
@@ -131,6 +154,7 @@ def scenarios_block() -> str:
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "alerts": alerts_block,
+    "alert-units": alert_units_block,
     "held-expression": held_expression_block,
     "build-outputs": build_outputs_block,
     "scenarios": scenarios_block,

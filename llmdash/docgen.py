@@ -23,6 +23,7 @@ from llmdash import docblocks, durations
 from llmdash.config import REPLACED_KEYS, Config
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import EngineSpec, Metric, Source
+from llmdash.docgen_slo import slo_page
 from llmdash.engines.summary import engine_table
 from llmdash.errors import EXIT_DRIFT, LlmdashError
 from llmdash.vocabulary import Role
@@ -248,7 +249,8 @@ def render(root: Path = ROOT) -> dict[str, str]:
     pages, and every page of the README and docs/ that marks a generated block, with its blocks filled."""
     specs = load_all()
     pages = {"docs/engines.md": engines_page(specs, read_notes(specs, root / NOTES_FILE)),
-             "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8"))}
+             "docs/configuration.md": configuration_page((root / EXAMPLE_FILE).read_text(encoding="utf-8")),
+             "docs/slo.md": slo_page((root / "docs/slo.md").read_text(encoding="utf-8"), specs)}
     for path in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
         name = path.relative_to(root).as_posix()
         text = path.read_text(encoding="utf-8")

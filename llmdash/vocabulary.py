@@ -43,7 +43,6 @@ BUCKET_LABEL = "le"
 ALERTNAME_LABEL = "alertname"
 ALERTSTATE_LABEL = "alertstate"
 SEVERITY_LABEL = "severity"
-JOB_LABEL = "job"
 ALERTS_SERIES = "ALERTS"       # written by the ruler itself for pending and firing alerts
 LOG_PREEMPTIONS = "llmdash_log_preemptions_total"  # what the generated mtail programs count log lines into
 SLO_LABEL = "slo"              # the objective's name on its recorded series and burn-rate alerts
@@ -65,6 +64,7 @@ class Role(StrEnum):
     WAITING = "waiting"
     RUNNING = "running"
     ERRORS = "errors"    # finished requests that failed on the server's side (among `requests` unless outside_requests)
+    ABORTS = "aborts"    # finished requests the client ended (a cancel): neither good nor bad, not valid events
 
 
 LATENCY_HISTOGRAM_ROLES = (Role.ITL, Role.TPOT, Role.TTFT)            # finest first
@@ -87,9 +87,11 @@ class Alert(StrEnum):
     LOG_PREEMPTIONS_HIGH = f"{ALERT_PREFIX}LogPreemptionsHigh"
     SLO_BURN_FAST = f"{ALERT_PREFIX}SLOBurnRateFast"   # page: the error budget goes within days
     SLO_BURN_SLOW = f"{ALERT_PREFIX}SLOBurnRateSlow"   # ticket: the budget will not last the SLO window
+    SLO_COVERAGE_LOW = f"{ALERT_PREFIX}SLOCoverageLow"   # warning: some replicas cannot be counted by an SLI
 
 
-SLO_ALERTS = (Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW)   # raised only where `slo.objectives` are configured
+# raised only where `slo.objectives` are configured
+SLO_ALERTS = (Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW, Alert.SLO_COVERAGE_LOW)
 
 
 # ---- service-level objectives -----------------------------------------------------------------
@@ -101,8 +103,22 @@ class Sli(StrEnum):
     AVAILABILITY = "availability"     # a finished request that did not fail on the server's side
 
 
-# Error ratios are recorded over these windows: the SRE Workbook's multiwindow, multi-burn-rate pairs.
-SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+@dataclass(frozen=True)
+class BurnPair:
+    """A burn rate and the two windows that must both reach it (`llmdash.rules.slo` explains the choice)."""
+
+    burn: float
+    long: str
+    short: str
+
+
+# The SRE Workbook's multiwindow, multi-burn-rate pairs: the one home of every SLO window. The recorded windows
+# (`llmdash.panels.recorded.slo_windows`), the config's limits and the dashboards' burn lines derive from these,
+# as Sloth derives its recorded windows from its alert windows.
+BURN_PAIRS = {
+    Alert.SLO_BURN_FAST: (BurnPair(14.4, "1h", "5m"), BurnPair(6, "6h", "30m")),
+    Alert.SLO_BURN_SLOW: (BurnPair(3, "1d", "2h"), BurnPair(1, "3d", "6h")),
+}
 
 
 ALERT_PATTERN = f"{ALERT_PREFIX}.*"   # every llmdash alert, as an `alertname=~` regex
@@ -116,7 +132,6 @@ RESERVED_ENGINE_IDS = frozenset({FLEET})
 TAG = "llmdash"
 DOMAIN_TAG = "llm-serving"
 FLEET_TAG = f"{UID_PREFIX}{FLEET}"
-DATASOURCE_VARIABLE = "datasource"
 
 
 def dashboard_uid(name: str) -> str:
@@ -167,6 +182,7 @@ class Panel(StrEnum):
     SLO_BURN_RATE = "slo_burn_rate"
     SLO_ATTAINMENT = "slo_attainment"
     FLEET_SLO_BUDGET = "fleet_slo_budget"
+    SLO_COVERAGE = "slo_coverage"
 
 
 PANEL_TITLES = {
@@ -188,4 +204,5 @@ PANEL_TITLES = {
     Panel.SLO_BURN_RATE: "Burn rate",
     Panel.SLO_ATTAINMENT: "SLO attainment",
     Panel.FLEET_SLO_BUDGET: "Models by error budget remaining, worst first",
+    Panel.SLO_COVERAGE: "SLO coverage",
 }

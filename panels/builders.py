@@ -72,16 +72,17 @@ class Table:
 
     `columns` renames each query's value column (`Value #A` → its title) and gives it a unit; the
     queries' series are merged into one row per label set, sorted by `sort_by` (a column title),
-    largest first (smallest with `ascending`). `links` are data links on the `link_column`, as Grafana's
-    `${__data.fields.x}` URLs.
+    largest first (smallest with `ascending`). `data_links` are data links on the `link_column`, as Grafana's
+    `${__data.fields.x}` URLs; `links`, set after construction, the panel's own (a runbook), as on grafanalib's.
     """
 
     def __init__(self, title: str, description: str, columns: list[tuple[str, str, str]], sort_by: str,
                  width: int = 12, height: int = CHART_HEIGHT, hidden: tuple[str, ...] = (),
-                 links: list[dict] | None = None, link_column: str | None = None, ascending: bool = False):
+                 data_links: list[dict] | None = None, link_column: str | None = None, ascending: bool = False):
         self.title, self.description, self.columns, self.sort_by = title, description, columns, sort_by
         self.ascending = ascending
-        self.hidden, self.links, self.link_column = hidden, links or [], link_column
+        self.hidden, self.data_links, self.link_column = hidden, data_links or [], link_column
+        self.links: list[dict] = []
         self.gridPos = core.GridPos(h=height, w=width, x=0, y=0)
 
     def to_json_data(self) -> dict:
@@ -90,12 +91,12 @@ class Table:
         overrides = [{"matcher": {"id": "byName", "options": value(ref)},
                       "properties": [{"id": "unit", "value": unit}, {"id": "displayName", "value": title}]}
                      for ref, (_, title, unit) in zip(refs, self.columns)]
-        if self.links and self.link_column:
+        if self.data_links and self.link_column:
             overrides.append({"matcher": {"id": "byName", "options": self.link_column},
-                              "properties": [{"id": "links", "value": self.links}]})
+                              "properties": [{"id": "links", "value": self.data_links}]})
         return {
             "type": "table", "title": self.title, "description": self.description, "datasource": DATASOURCE,
-            "gridPos": self.gridPos,
+            "gridPos": self.gridPos, **({"links": self.links} if self.links else {}),
             "targets": [{"expr": expr, "refId": ref, "datasource": DATASOURCE, "legendFormat": "__auto"}
                         for ref, (expr, _, _) in zip(refs, self.columns)],
             "fieldConfig": {"defaults": {"unit": self.columns[0][2] if len(self.columns) == 1 else "short",

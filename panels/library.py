@@ -20,7 +20,8 @@ def latency_levels(config, role: str):
 
 
 def metrics_used(sig: Signals, *roles: str) -> str:
-    """'Metrics: `a`, `b` (fallback)' for the description, names exactly as scraped."""
+    """'Metrics: `a`, `b` (fallback)' for the description, names exactly as scraped; "" where the engine exports
+    none of `roles` (a "no metric" panel says so in its own words)."""
     names = []
     for role in roles:
         if not sig.spec.has(role):
@@ -32,7 +33,7 @@ def metrics_used(sig: Signals, *roles: str) -> str:
             label = f"`{source.series}{matchers}`{kind}{per}" + (" (fallback for older versions)" if i else "")
             if label not in names:
                 names.append(label)
-    return "Metrics: " + ", ".join(names) + "."
+    return "Metrics: " + ", ".join(names) + "." if names else ""
 
 
 def describe(sig: Signals, what: str, why: str, *roles: str) -> str:
@@ -65,20 +66,20 @@ def throughput_tile(sig: Signals, config):
         PANEL_TITLES[Panel.THROUGHPUT_TILE], describe(
             sig, "Generated tokens per second across the selected models and instances.",
             "It stays flat through a KV-cache collapse, because preempted work is redone inside steps that "
-            "still emit tokens; read it only together with the latency tiles beside it.", "throughput"),
-        [(sig.throughput(group=()), "tokens/s")], INFO["throughput"].unit,
+            "still emit tokens; read it only together with the latency tiles beside it.", Role.THROUGHPUT),
+        [(sig.throughput(group=()), "tokens/s")], INFO[Role.THROUGHPUT].unit,
         builders.thresholds(None, base="blue"), width=4)
 
 
 def requests_tile(sig: Signals, config):
-    if not sig.spec.has("requests"):
+    if not sig.spec.has(Role.REQUESTS):
         return builders.text(
             PANEL_TITLES[Panel.REQUESTS], describe(sig, "This engine counts no finished requests.",
-                                   "Throughput and the latency panels still show a collapse.", "requests"),
+                                   "Throughput and the latency panels still show a collapse.", Role.REQUESTS),
             "**No request counter.** Watch *Output tok/s* and the latency tiles.", width=3)
     return builders.stat(
         PANEL_TITLES[Panel.REQUESTS], describe(sig, "Finished requests per second.",
-                               "Like throughput, it does not drop when requests are being preempted.", "requests"),
+                               "Like throughput, it does not drop when requests are being preempted.", Role.REQUESTS),
         [(sig.requests(group=()), "requests/s")], "reqps", builders.thresholds(None, base="blue"), width=3)
 
 
@@ -110,37 +111,39 @@ def token_latency_tile(sig: Signals, config):
 
 
 def preemption_tile(sig: Signals, config):
-    if not sig.spec.has("preemptions"):
+    if not sig.spec.has(Role.PREEMPTIONS):
         return builders.text(
             PANEL_TITLES[Panel.NO_PREEMPTION_METRIC], describe(sig, "This engine exports no preemption metric.",
                                     "Where it preempts, the only trace is latency rising while throughput "
-                                    "holds, shown in the Divergence panel and annotation.", "preemptions"),
+                                    "holds, shown in the Divergence panel and annotation.", Role.PREEMPTIONS),
             f"**No preemption metric.** Watch *{DIVERGENCE_TITLE}* in the Preemption row and the "
             "*Divergence* annotation.", width=3)
-    kind = sig.spec.signal("preemptions").sources[0].kind
+    kind = sig.spec.signal(Role.PREEMPTIONS).sources[0].kind
     # A gauge of the latest iteration is caught by few scrapes: over the chart's short interval the
-    # tile reads 0 through most of a collapse, so it reads the alert's and annotation's window.
-    window = None if kind == "counter" else config.preemption.window
+    # tile reads 0 through most of a collapse, so it reads the Preemption annotation's window.
+    p = config.preemption
+    window = None if kind == "counter" else p.window
     what = ("Requests preempted per second (KV blocks freed, work recomputed later)." if kind == "counter"
             else "Most requests paused (KV blocks freed, recomputed later) in one engine iteration "
-                 f"within the last {config.preemption.window}, the window the alert and the annotation use.")
+                 f"within the last {p.window}, the window the Preemption annotation uses (the page reads the share "
+                 f"of the last {p.short_window} in which requests were paused, confirmed over {p.long_window}).")
     return builders.stat(
         PREEMPTION_TITLES[kind], describe(sig, what, "Any sustained value means users are waiting on recompute.",
-                                          "preemptions"),
+                                          Role.PREEMPTIONS),
         [(sig.preemption_rate(group=(), window=window), "preemptions")], "short", preemption_steps(kind, config),
         width=3, decimals=2)
 
 
 def kv_usage_tile(sig: Signals, config):
-    if not sig.spec.has("kv_usage"):
+    if not sig.spec.has(Role.KV_USAGE):
         return builders.text(
             PANEL_TITLES[Panel.KV_USAGE], describe(sig, "This engine exports no KV-cache usage.",
                                        "Without it, queue growth and latency are the only signs of KV pressure.",
-                                       "kv_usage"),
+                                       Role.KV_USAGE),
             "**No KV-cache metric.** Watch *Waiting requests* and the latency tiles.", width=3)
     return builders.stat(
         PANEL_TITLES[Panel.KV_USAGE], describe(sig, "KV-cache usage of the fullest selected instance.",
-                                   "Near 100 % the scheduler must preempt or stop admitting work.", "kv_usage"),
+                                   "Near 100 % the scheduler must preempt or stop admitting work.", Role.KV_USAGE),
         [(sig.kv_usage(group=()), "max")], "percentunit", builders.thresholds(config.thresholds.kv_usage), width=3)
 
 
@@ -148,7 +151,7 @@ def waiting_tile(sig: Signals, config):
     return builders.stat(
         PANEL_TITLES[Panel.WAITING], describe(sig, "Requests queued for the engine.",
                                      "Preempted requests go back to this queue, so it grows during a collapse.",
-                                     "waiting"),
+                                     Role.WAITING),
         [(sig.waiting(group=()), "waiting")], "short", builders.thresholds(config.thresholds.waiting_requests),
         width=2)
 
@@ -157,11 +160,11 @@ def waiting_tile(sig: Signals, config):
 
 def throughput_chart(sig: Signals, config):
     return builders.timeseries(
-        INFO["throughput"].title, describe(
+        INFO[Role.THROUGHPUT].title, describe(
             sig, "Generated tokens per second, per model.",
             "Compare with the latency panels on the same row: a KV-cache collapse keeps this line flat while "
-            "they climb.", "throughput"),
-        [(sig.throughput(), _model_legend(sig))], INFO["throughput"].unit)
+            "they climb.", Role.THROUGHPUT),
+        [(sig.throughput(), _model_legend(sig))], INFO[Role.THROUGHPUT].unit)
 
 
 def latency_chart(role: str, width: int = 8):
@@ -198,9 +201,9 @@ def token_latency_chart(sig: Signals, config):
 # ---- preemption row --------------------------------------------------------------------------
 
 def preemption_chart(sig: Signals, config):
-    if not sig.spec.has("preemptions"):
+    if not sig.spec.has(Role.PREEMPTIONS):
         return None
-    kind = sig.spec.signal("preemptions").sources[0].kind
+    kind = sig.spec.signal(Role.PREEMPTIONS).sources[0].kind
     what = ("Preemptions per second, per model." if kind == "counter" else
             "Most requests paused in one iteration within each interval, per model (the engine keeps no "
             "count, only a gauge of its latest iteration, so the panel takes its maximum over the interval).")
@@ -208,7 +211,7 @@ def preemption_chart(sig: Signals, config):
     return builders.timeseries(
         PREEMPTION_TITLES[kind], describe(
             sig, what, "This is the direct signal of KV-cache exhaustion: each event throws away a request's "
-            "KV cache and charges its recompute to that request's latency.", "preemptions"),
+            "KV cache and charges its recompute to that request's latency.", Role.PREEMPTIONS),
         [(sig.preemption_rate(), _model_legend(sig))], "short", steps)
 
 
@@ -228,19 +231,19 @@ def log_preemption_chart(sig: Signals, config):
 
 
 def preemptions_per_request_chart(sig: Signals, config):
-    if not sig.spec.has("preemptions_per_request"):
+    if not sig.spec.has(Role.PREEMPTIONS_PER_REQUEST):
         return None
     return builders.timeseries(
         PANEL_TITLES[Panel.PREEMPTIONS_PER_REQUEST], describe(
             sig, "Mean number of preemptions suffered by each finished request, per model.",
             "Above zero, some users paid for recompute. The mean is charted because the histogram's first "
             'bucket (le="1") holds never-preempted and once-preempted requests together, so the share of '
-            "preempted requests cannot be read from it.", "preemptions_per_request"),
+            "preempted requests cannot be read from it.", Role.PREEMPTIONS_PER_REQUEST),
         [(sig.raw.preemptions_per_request(), _model_legend(sig.raw))], "short")
 
 
 def retracted_tokens_chart(sig: Signals, config):
-    if not (sig.spec.has("retracted_input_tokens") and sig.spec.has("retracted_output_tokens")):
+    if not (sig.spec.has(Role.RETRACTED_INPUT_TOKENS) and sig.spec.has(Role.RETRACTED_OUTPUT_TOKENS)):
         return None
     return builders.timeseries(
         PANEL_TITLES[Panel.RETRACTED_TOKENS], describe(
@@ -248,19 +251,19 @@ def retracted_tokens_chart(sig: Signals, config):
             "already generated tokens, next to output tokens/s for scale.",
             "Both have to be prefilled again: a large prompt share means long contexts are being evicted, a large "
             "generated share means decode progress is being redone.",
-            "retracted_input_tokens", "retracted_output_tokens", "throughput"),
+            Role.RETRACTED_INPUT_TOKENS, Role.RETRACTED_OUTPUT_TOKENS, Role.THROUGHPUT),
         [(sig.retracted_tokens("input"), _model_legend(sig, " prompt")),
          (sig.retracted_tokens("output"), _model_legend(sig, " generated")),
-         (sig.throughput(), _model_legend(sig, " output tok/s"))], INFO["throughput"].unit)
+         (sig.throughput(), _model_legend(sig, " output tok/s"))], INFO[Role.THROUGHPUT].unit)
 
 
 def kv_usage_chart(sig: Signals, config):
-    if not sig.spec.has("kv_usage"):
+    if not sig.spec.has(Role.KV_USAGE):
         return None
     return builders.timeseries(
         PANEL_TITLES[Panel.KV_USAGE], describe(
             sig, "KV-cache usage of the fullest instance, per model.",
-            "Preemption starts when this reaches the top and a running request cannot get a new block.", "kv_usage"),
+            "Preemption starts when this reaches the top and a running request cannot get a new block.", Role.KV_USAGE),
         [(sig.kv_usage(), _model_legend(sig))], "percentunit", builders.thresholds(config.thresholds.kv_usage),
         soft_max=1)
 
@@ -277,7 +280,7 @@ def divergence_chart(sig: Signals, config):
             f"The indirect preemption signal: latency at {sig.latency_factor:g}x its baseline while throughput stays "
             f"within ±{d.throughput_band:.0%} of its own is what a KV-cache collapse looks like, and it is what the "
             "Divergence annotation marks. A load increase moves both lines up together."
-            + (f" {MEAN_WHY}" if sig.is_mean(role) else ""), role, "throughput"),
+            + (f" {MEAN_WHY}" if sig.is_mean(role) else ""), role, Role.THROUGHPUT),
         [(sig.latency_vs_baseline(), _model_legend(sig, f" {INFO[role].title} ÷ baseline")),
          (sig.throughput_vs_baseline(), _model_legend(sig, " tok/s ÷ baseline"))], "suffix:×",
         [{"color": "green", "value": None}, {"color": "red", "value": sig.latency_factor}])
@@ -291,15 +294,15 @@ ITL_VS_TPOT_WHY = ("A preemption stall is one long gap. ITL samples every gap, s
 
 
 def itl_detail_chart(sig: Signals, config):
-    if not (sig.spec.has("itl") and sig.spec.has("tpot")):
+    if not (sig.spec.has(Role.ITL) and sig.spec.has(Role.TPOT)):
         return None
-    return latency_chart("itl", width=12)(sig, config)
+    return latency_chart(Role.ITL, width=12)(sig, config)
 
 
 def tpot_detail_chart(sig: Signals, config):
-    if not (sig.spec.has("itl") and sig.spec.has("tpot")):
+    if not (sig.spec.has(Role.ITL) and sig.spec.has(Role.TPOT)):
         return None
-    panel = latency_chart("tpot", width=12)(sig, config)
+    panel = latency_chart(Role.TPOT, width=12)(sig, config)
     panel.description = f"{ITL_VS_TPOT_WHY} {panel.description}"
     return panel
 
@@ -311,7 +314,7 @@ def queue_chart(sig: Signals, config):
         PANEL_TITLES[Panel.QUEUE], describe(
             sig, "Requests in the running batch and in the queue, per model.",
             "Preemption moves requests from running back to waiting; a queue that grows while the running batch "
-            "shrinks or stalls is KV pressure, not only more traffic.", "running", "waiting"),
+            "shrinks or stalls is KV pressure, not only more traffic.", Role.RUNNING, Role.WAITING),
         [(sig.running(), _model_legend(sig, " running")), (sig.waiting(), _model_legend(sig, " waiting"))],
         "short", builders.thresholds(config.thresholds.waiting_requests), width=24)
 
@@ -352,7 +355,7 @@ def _instance_link(sig: Signals) -> list[dict]:
 
 def top_instances_by_preemption(sig: Signals, config):
     """Raw per-instance series for the selected instances only, as one instant query: cheap at any fleet size."""
-    if not sig.spec.has("preemptions"):
+    if not sig.spec.has(Role.PREEMPTIONS):
         return None
     sig = sig.raw
     counter = sig.preemption_is_counter
@@ -364,14 +367,14 @@ def top_instances_by_preemption(sig: Signals, config):
             sig, f"The ten instances with the most preemption right now: {title.lower()} over the last {sig.window}, "
             "per instance, read from the raw series of the selected instances.",
             "Preemption is a per-replica failure: one replica with a full KV cache thrashes while the model's "
-            "totals look normal. Click an instance to narrow the dashboard to it.", "preemptions", "requests"),
-        [(f"topk(10, {expr})", title, unit)], title, hidden=("llm_engine",), links=_instance_link(sig),
+            "totals look normal. Click an instance to narrow the dashboard to it.", Role.PREEMPTIONS, Role.REQUESTS),
+        [(f"topk(10, {expr})", title, unit)], title, hidden=("llm_engine",), data_links=_instance_link(sig),
         link_column=config.fleet.instance_label)
 
 
 def top_instances_by_latency(sig: Signals, config):
     sig = sig.raw
-    role = sig.token_latency_role or "ttft"
+    role = sig.token_latency_role or Role.TTFT
     if not sig.spec.has(role):
         return None
     info = INFO[role]
@@ -383,4 +386,4 @@ def top_instances_by_latency(sig: Signals, config):
             f"A stalled replica hides in a model-wide {statistic} that mixes it with healthy ones; here it is named.",
             role),
         [(f"topk(10, {sig.latency(role, sig.instance_group)})", info.title, info.unit)], info.title,
-        links=_instance_link(sig), link_column=config.fleet.instance_label)
+        data_links=_instance_link(sig), link_column=config.fleet.instance_label)

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from llmdash.vocabulary import BASELINE_QUANTILE, BUCKET_LABEL
+from llmdash.vocabulary import BASELINE_QUANTILE, BUCKET_LABEL, MODEL_LABEL
 
 
 def escape(value: str) -> str:
@@ -36,13 +36,14 @@ def prometheus3_float(value: float) -> str:
     """How Prometheus 3 stores a classic histogram's `le` (and a summary's `quantile`) at ingestion:
     `labels.FormatOpenMetricsFloat`, Go's shortest `%g` with ".0" added where it has neither "." nor "e"
     (`5000` -> `5000.0`, `1` -> `1.0`, `1e-05` stays, `1000000` -> `1e+06`)."""
+    if math.isnan(value):
+        return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     digits, exponent = _shortest(value)
     point = exponent + 1                                   # digits before the decimal point
-    exponent_limit = len(digits) if 6 > len(digits) >= point else 6
     sign = "-" if value < 0 else ""
-    if exponent < -4 or exponent >= exponent_limit:
+    if exponent < -4 or exponent >= 6:                     # Go's shortest %g: %e outside [1e-4, 1e6)
         mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
     if point <= 0:
@@ -94,8 +95,8 @@ def native_at_or_under(hist: str, bound: float) -> str:
     `convert_classic_histograms_to_nhcb`): the fraction then sums whole buckets; elsewhere (an exponential
     histogram) it interpolates, as `histogram_quantile` does. 0 while the histogram counts nothing (the fraction is
     NaN then), as the classic bucket's rate is, so a sum over replicas stays a number."""
-    return (f"(histogram_fraction(-Inf, {_number(bound)}, {hist}) * histogram_count({hist}) >= 0) "
-            f"or histogram_count({hist})")
+    return (f"((histogram_fraction(-Inf, {_number(bound)}, {hist}) * histogram_count({hist}) >= 0) "
+            f"or histogram_count({hist}))")
 
 
 def native_buckets(hist: str, bounds: tuple[float, ...]) -> str:
@@ -138,6 +139,30 @@ def selector(series: str, matchers: tuple[Matcher, ...] = ()) -> str:
 
 def rate(series_selector: str, window: str, offset: str | None = None) -> str:
     return f"rate({series_selector}[{window}]{f' offset {offset}' if offset else ''})"
+
+
+def as_model_name(expr: str, model_label: str, keep: bool = True) -> str:
+    """`expr` with the engine's model label (`model_label`) copied to `model_name`, what recorded series and
+    alerts call the model whatever the engine calls it; without `keep`, the engine's own label removed (an
+    empty replacement deletes a label), so every engine's series have the same labels."""
+    if model_label == MODEL_LABEL:
+        return expr
+    named = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model_label}", "(.*)")'
+    return named if keep else f'label_replace({named}, "{model_label}", "", "", "")'
+
+
+def increments(series_selector: str, step: str, read=None) -> str:
+    """What each counter series gained since the previous rule evaluation, `step` ago, without extrapolation:
+    the latest sample now minus the latest sample `step` ago (the counter's own value after a reset, which starts
+    it from 0). Summed over consecutive evaluations these telescope to exactly the samples' difference, where
+    `increase()` scales the samples inside its range to the whole range. A series without a sample `step` ago
+    (new, or back after a gap longer than the lookback) adds nothing until its second evaluation: nothing is
+    counted that no two samples show. `read(selector)`: a number from each series (of a native histogram, its count
+    or its observations up to a bound), taken now and `step` ago alike."""
+    now, before = series_selector, f"{series_selector} offset {step}"
+    if read is not None:
+        now, before = read(now), read(before)
+    return f"(({now} - ({before} <= {now})) or ({now} and ({before} > {now})))"
 
 
 def by(labels: tuple[str, ...]) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable
 
-from llmdash.durations import seconds
+from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec, bucket_for
 from llmdash.errors import LlmdashError
 from llmdash.panels import promql
@@ -31,7 +31,7 @@ from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo import Leaves, indicator, objectives_for
 from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RECORDED_QUANTILES,
-                                SLO_LABEL, SLO_WINDOWS, Role, quantile_name)
+                                SLO_LABEL, BURN_PAIRS, Alert, Role, quantile_name)
 
 
 class Level(StrEnum):
@@ -79,11 +79,7 @@ class _Build:
     def leaf(self, expr: str) -> str:
         """A raw-series expression carrying the model as `model_name` only (an empty replacement deletes a
         label), so every engine's recorded series have the same labels."""
-        model = self.spec.model_label
-        if model == MODEL_LABEL:
-            return expr
-        with_name = f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{model}", "(.*)")'
-        return f'label_replace({with_name}, "{model}", "", "", "")'
+        return promql.as_model_name(expr, self.spec.model_label, keep=False)
 
 
 def _one(_raw) -> tuple:
@@ -155,9 +151,31 @@ def _latency_baseline(b: _Build, key: Key) -> str:
 
 
 # ---- service-level objectives: `role` is the objective's name, also the series' `slo` label -----------------
-SLO_LEAF_WINDOW = SLO_WINDOWS[0]   # 5m: the only window read from raw series
-SLO_HOUR = "1h"                    # windows above 6h average the recorded 1h rates at 1h steps
-FINE_UNTIL_S = 6 * 3600            # up to 6h: the recorded 5m rates at every evaluation
+# Every window derives from the burn-rate pairs (`vocabulary.BURN_PAIRS`). A window's events are a count: the sum
+# of what the counters gained at each evaluation (`Leaves`, recorded at the window `step`, the rule interval).
+# The windows the page reads are summed from those at every evaluation; the windows only the ticket and the
+# budget read are summed from the page's shortest long window (the hourly count), one per hour.
+def _windows_of(alerts) -> tuple[str, ...]:
+    windows = {w for alert in alerts for pair in BURN_PAIRS[alert] for w in (pair.long, pair.short)}
+    return tuple(sorted(windows, key=seconds))
+
+
+SLO_WINDOWS = _windows_of(BURN_PAIRS)                   # 5m, 30m, 1h, 2h, 6h, 1d, 3d
+_PAGE_WINDOWS = _windows_of((Alert.SLO_BURN_FAST,))      # 5m, 30m, 1h, 6h: counted at every evaluation
+SLO_BLOCK = min((p.long for p in BURN_PAIRS[Alert.SLO_BURN_FAST]), key=seconds)   # 1h
+FINE_UNTIL_S = seconds(_PAGE_WINDOWS[-1])                # 6h
+
+
+def slo_step(config) -> str:
+    """The interval the SLO counts are recorded at: the group's (pinned where objectives exist)."""
+    return config.rules.evaluation_interval
+
+
+def inside(window: str, step: str) -> str:
+    """A range that holds exactly window/step samples written `step` apart, on Prometheus 2's closed ranges
+    ([t - range, t]) and Prometheus 3's left-open ones alike: half a step shorter than the window, so the sample
+    written exactly a window ago, which a closed range would add, is never in it."""
+    return duration(seconds(window) - seconds(step) / 2)
 
 
 def _objective_names(raw: Signals) -> tuple:
@@ -168,33 +186,47 @@ def _objective(b: _Build, name: str):
     return next(o for o in objectives_for(b.config, b.spec.id) if o.name == name)
 
 
-def _slo_read(b: _Build, signal: str, name: str, window: str) -> str:
+def _slo_read(b: _Build, signal: str, name: str, window: str | None) -> str:
     return b.rec.selector(b.rec.series(signal, name, window), (Matcher(SLO_LABEL, "=", name),))
 
 
-def _slo_rate(signal: str):
-    """Events/s (or bad events/s) over the key's window: from raw series over 5m; longer windows average the
-    recorded 5m rates (up to 6h, every sample) or the recorded 1h rates at 1h steps (1d, 3d), so no rule reads
-    days of raw per-replica series. Averaging the numerator and denominator apart weights every interval by
-    its traffic, as one rate over the whole window would."""
+def _leaves(b: _Build, name: str) -> Leaves:
+    return Leaves(b.spec, b.config, b.raw.scope, indicator(b.spec, b.config, _objective(b, name)))
+
+
+def _hourly_sum(b: _Build, signal: str, name: str, window: str) -> str:
+    """The window's count as the sum of one hourly count per hour: exact over the whole hours it covers, which
+    end at most an hour (and a step) ago."""
+    step = slo_step(b.config)
+    return f"sum_over_time({_slo_read(b, signal, name, SLO_BLOCK)}[{inside(window, step)}:{SLO_BLOCK}])"
+
+
+def _slo_count(signal: str):
+    """Events (or bad events) over the key's window: at the step, what the raw counters gained since the previous
+    evaluation (`Leaves`); up to 6h, the sum of those; beyond, the sum of the hourly counts (`_hourly_sum`), so no
+    rule reads days of raw per-replica series. Counting the bad and the valid events apart weights every
+    interval by its traffic, as one count over the whole window would."""
     def expr(b: _Build, k: Key) -> str:
-        if k.window == SLO_LEAF_WINDOW:
-            leaves = Leaves(b.spec, b.config, b.raw.scope, indicator(b.spec, b.config, _objective(b, k.role)))
-            rate = leaves.events(k.window) if signal == "slo_events" else leaves.errors(k.window)
-            return b.leaf(rate)
+        step = slo_step(b.config)
+        if k.window == step:
+            leaves = _leaves(b, k.role)
+            return b.leaf(leaves.events(step) if signal == "slo_events" else leaves.errors(step))
         if seconds(k.window) <= FINE_UNTIL_S:
-            return f"avg_over_time({_slo_read(b, signal, k.role, SLO_LEAF_WINDOW)}[{k.window}])"
-        return f"avg_over_time({_slo_read(b, signal, k.role, SLO_HOUR)}[{k.window}:{SLO_HOUR}])"
+            return f"sum_over_time({_slo_read(b, signal, k.role, step)}[{inside(k.window, step)}])"
+        return _hourly_sum(b, signal, k.role, k.window)
     return expr
 
 
 def _slo_budget_consumed(b: _Build, k: Key) -> str:
-    """The share of the error budget spent over the objective's window (1 = all of it): the error ratio over the
-    window, from the recorded 1h rates at 1h steps, divided by the budget."""
+    """The share of the error budget spent over the objective's window (1 = all of it): bad over valid events
+    over the window, from the hourly counts, divided by the budget."""
     objective = _objective(b, k.role)
-    over = {signal: f"avg_over_time({_slo_read(b, signal, k.role, SLO_HOUR)}[{objective.window}:{SLO_HOUR}])"
-            for signal in ("slo_errors", "slo_events")}
+    over = {signal: _hourly_sum(b, signal, k.role, objective.window) for signal in ("slo_errors", "slo_events")}
     return f"({promql.divide(over['slo_errors'], over['slo_events'])}) / {objective.budget:.6g}"
+
+
+def _slo_count_windows(config) -> tuple:
+    return (slo_step(config),) + SLO_WINDOWS
 
 
 def _slo_windows(config) -> tuple:
@@ -263,27 +295,30 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
               lambda b, k: b.leaf(b.raw.preemption_share(b.raw.instance_group, k.window)),
               windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
               level=Level.INSTANCE, applies=_gauge),
-    # the straggler warning's inputs: each replica's own token-latency buckets and output
+    # the straggler warning's inputs: each KV-cache unit's own token-latency buckets and output
     Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
-              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.instance_group, k.window)),
+              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.unit_group, k.window)),
               roles=lambda raw: (raw.token_latency_role,), level=Level.INSTANCE,
               applies=_token_histogram),
     Recording("throughput", "llm_output_tokens", "rate{window}",
-              lambda b, k: b.leaf(b.raw.throughput(b.raw.instance_group, k.window)),
+              lambda b, k: b.leaf(b.raw.throughput(b.raw.unit_group, k.window)),
               level=Level.INSTANCE, applies=_token_histogram),
     Recording("retracted_tokens", "llm_retracted_{role}_tokens", "rate{window}",
               lambda b, k: b.leaf(b.raw.retracted_tokens(k.role, window=k.window)), windows=_preemption_window,
               roles=lambda raw: ("input", "output"), applies=lambda raw: raw.has_retracted_sides),
-    Recording("slo_events", "llm_slo_events", "rate{window}", _slo_rate("slo_events"), windows=_slo_windows,
-              roles=_objective_names, labels=_slo_label),
-    Recording("slo_errors", "llm_slo_errors", "rate{window}", _slo_rate("slo_errors"), windows=_slo_windows,
-              roles=_objective_names, labels=_slo_label),
+    Recording("slo_events", "llm_slo_events", "increase{window}", _slo_count("slo_events"),
+              windows=_slo_count_windows, roles=_objective_names, labels=_slo_label),
+    Recording("slo_errors", "llm_slo_errors", "increase{window}", _slo_count("slo_errors"),
+              windows=_slo_count_windows, roles=_objective_names, labels=_slo_label),
     Recording("slo_error_ratio", "llm_slo_errors", "ratio_rate{window}",
               lambda b, k: promql.divide(_slo_read(b, "slo_errors", k.role, k.window),
                                          _slo_read(b, "slo_events", k.role, k.window)),
               windows=_slo_windows, roles=_objective_names, labels=_slo_label),
     Recording("slo_budget_consumed", "llm_slo_error_budget", "consumed", _slo_budget_consumed, windows=_no_window,
               roles=_objective_names, labels=_slo_label),
+    Recording("slo_coverage", "llm_slo_coverage", "ratio",
+              lambda b, k: b.leaf(_leaves(b, k.role).coverage()), windows=_no_window, roles=_objective_names,
+              labels=_slo_label),
 )
 
 # How a role is spelled inside a recorded name, where it differs from the role itself.
@@ -452,10 +487,22 @@ class RecordedSignals(SignalsBase):
         return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
 
     def instance_quantile(self, role: str, q: float = HEADLINE_QUANTILE) -> str:
-        """Per instance, the quantile of its own recorded buckets (what the straggler warning compares)."""
+        """Per KV-cache unit, the quantile of its own recorded buckets (what the straggler warning compares)."""
         series = self.series("bucket_rates", role, self.config.divergence.window, level=Level.INSTANCE)
-        group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,)
+        group = (BUCKET_LABEL,) + self.recorded_model + (self.config.fleet.instance_label,) + self.spec.ranks.unit
         return promql.quantile(q, f"sum{promql.by(group)} ({self.selector(series)})", self.scale(role))
+
+    @property
+    def recorded_unit(self) -> tuple[str, ...]:
+        """The labels of one KV-cache unit in recorded series and in the per-unit alerts' `ALERTS`, `llm_engine` aside
+        (raw series do not carry it)."""
+        return self._group(self.unit_group)
+
+    def scraped(self, role: str) -> str:
+        """1 per KV-cache unit whose `role` series are scraped now, in recorded labels: what a warning about the unit
+        is joined with, so it ends when the unit stops being scraped (read from raw series: a recorded rate would
+        outlive the target by its window)."""
+        return promql.as_model_name(self.raw.present(role, self.unit_group), self.spec.model_label, keep=False)
 
     def instance_throughput(self) -> str:
         return self.selector(self.series("throughput", window=self.config.divergence.window, level=Level.INSTANCE))

@@ -118,13 +118,13 @@ class SignalsBase:
 
     def kv_usage(self, group=None) -> str:
         """The fullest instance counts: KV pressure is per engine, so take the max, never a sum."""
-        return self.gauge("kv_usage", group, "max")
+        return self.gauge(Role.KV_USAGE, group, "max")
 
     def waiting(self, group=None) -> str:
-        return self.gauge("waiting", group)
+        return self.gauge(Role.WAITING, group)
 
     def running(self, group=None) -> str:
-        return self.gauge("running", group)
+        return self.gauge(Role.RUNNING, group)
 
     def bucket(self, bound: float) -> Matcher:
         """The `le` matcher of one bucket bound (in the histogram's unit), as exported or as Prometheus 3 stores it."""
@@ -136,7 +136,7 @@ class SignalsBase:
 
     @property
     def has_retracted_sides(self) -> bool:
-        return self.spec.has("retracted_input_tokens") and self.spec.has("retracted_output_tokens")
+        return self.spec.has(Role.RETRACTED_INPUT_TOKENS) and self.spec.has(Role.RETRACTED_OUTPUT_TOKENS)
 
     def scale(self, role: str) -> float:
         return UNIT_TO_SECONDS[self.sources(role)[0].metric.unit]
@@ -259,7 +259,9 @@ class Signals(SignalsBase):
     """PromQL for one engine under one scope over raw scraped series."""
 
     def _select(self, source: Source, series: str | None = None, extra: tuple[Matcher, ...] = ()) -> str:
-        return promql.selector(series or source.series, source_matchers(source) + extra + self.scope)
+        """The source's series under the scope, without a router's series of the same name (`EngineSpec.routers`)."""
+        foreign = tuple(Matcher(label, "=", "") for label in self.spec.foreign_labels(source.metric.name))
+        return promql.selector(series or source.series, source_matchers(source) + foreign + extra + self.scope)
 
     def _once_per_unit(self, source: Source, expr: str) -> str:
         """One value per KV-cache unit: the max over the rank labels whose series repeat a unit's numbers (SGLang's
@@ -364,7 +366,7 @@ class Signals(SignalsBase):
 
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
-        total, count = (self._per_series("preemptions_per_request", lambda s, part=part: promql.rate(
+        total, count = (self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s, part=part: promql.rate(
             self._select(s, f"{s.metric.name}_{part}"), self.window), "sum", group,
             native=lambda s, part=part: promql.native_part(part, self._native_rate(s, self.window)))
             for part in ("sum", "count"))
@@ -429,6 +431,40 @@ class Signals(SignalsBase):
             return self._count_rate(role, group, window)
         return self._at_or_under(role, lambda s: bucket_for(s.metric, target_seconds), window, group)
 
+    def target_bucket(self, source: Source, target_seconds: float) -> str:
+        """The source's bucket whose bound is the target, under either `le` text."""
+        le = self.bucket(bucket_for(source.metric, target_seconds))
+        return self._select(source, f"{source.metric.name}_bucket", (le,))
+
+    def increments(self, role: str, step: str, group=None, of=None, native=None) -> str:
+        """What the role's counters (or `of(source)`'s series) gained since the previous evaluation `step` ago
+        (`promql.increments`), summed per group with fallbacks per replica; `native(s)(h)`: the same number read from
+        a replica's native histogram `h` of source `s` where it has no classic series."""
+        def series(s: Source) -> str:
+            return promql.increments(of(s) if of else self._select(s), step)
+        return self._per_series(role, series, "sum", group, native=native and (
+            lambda s: promql.increments(self._select(s, s.metric.name), step, native(s))))
+
+    def measured_increments(self, role: str, step: str, target_seconds: float, group=None) -> tuple[str, str]:
+        """(observations, those at or under the target) a latency histogram gained since the previous evaluation,
+        per group, on the replicas that export the target's bucket only: a replica without it can say neither
+        how many of its events were good nor, so, how many were bad, and is left out of both."""
+        def count(s: Source) -> str:
+            events = promql.increments(self._select(s, f"{s.metric.name}_count"), step)
+            return f"{events} and ignoring ({BUCKET_LABEL}) {self.target_bucket(s, target_seconds)}"
+        good = self.increments(role, step, group, lambda s: self.target_bucket(s, target_seconds),
+                               native=lambda s: lambda h: promql.native_at_or_under(
+                                   h, bucket_for(s.metric, target_seconds)))
+        events = self._per_series(role, count, "sum", group, native=lambda s: promql.increments(
+            self._select(s, s.metric.name), step, lambda h: promql.native_part("count", h)))
+        return events, good
+
+    def exporting(self, role: str, of=None) -> str:
+        """1 per replica that exports some source of the role (`of(source)`'s series, given `of`, or else, for a
+        histogram, its native histogram): what an SLO's coverage counts."""
+        return self._per_series(role, of or self._select, "group", self.instance_group, once=False,
+                                native=(lambda s: self._select(s, s.metric.name)) if of else None)
+
     def _baseline(self, expr: str) -> str:
         return promql.baseline(expr, self.config.divergence)
 
@@ -444,11 +480,13 @@ class Signals(SignalsBase):
         """1 per value set of `labels` under which some source of `role` is exported."""
         return f"group{promql.by(labels)} ({promql.first_of([self._select(s) for s in self.sources(role)])})"
 
-    def present(self, role: str) -> str:
-        """1 per replica that exports any source of `role` (a histogram by its _count)."""
+    def present(self, role: str, group=None) -> str:
+        """1 per replica (or `group`, e.g. `unit_group`) that exports any source of `role` now (a histogram by its
+        _count). An instant selector: a target that leaves service discovery (a pod autoscaling deleted) ends it
+        at once with its staleness markers, where a rate over a window would still read its last samples."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
-        return self._per_series(role, series, "group", self.instance_group, once=False,
+        return self._per_series(role, series, "group", self.instance_group if group is None else group, once=False,
                                 native=lambda s: self._select(s, s.metric.name))
 
 

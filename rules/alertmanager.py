@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import yaml
 
-from llmdash.rules.generate import SAFE_DUMPER, inhibit_rules
+from llmdash.rules.generate import SAFE_DUMPER
+from llmdash.rules.identity import inhibit_rules
 from llmdash.vocabulary import ALERTNAME_LABEL, ENGINE_LABEL, MODEL_LABEL, SEVERITY_LABEL
 
 PAGE, TICKET = "page", "ticket"
@@ -23,8 +24,13 @@ PLACEHOLDER_URL = "https://{receiver}.example.invalid/llmdash"   # .invalid neve
 TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 
 
+# What every route groups by before the fleet's labels (the config refuses a fleet.group_by repeating one:
+# Alertmanager rejects a group_by naming a label twice).
+ROUTE_GROUP_LABELS = (ALERTNAME_LABEL, ENGINE_LABEL, MODEL_LABEL)
+
+
 def group_by(config) -> list[str]:
-    return [ALERTNAME_LABEL, ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
+    return [*ROUTE_GROUP_LABELS, *config.fleet.group_by]
 
 
 def alertmanager_config(config) -> dict:

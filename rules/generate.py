@@ -8,7 +8,8 @@ the same questions asked of `RecordedSignals`, so an alert, an annotation and a 
 dashboard compute a signal the same way (on a ruler whose recorded series come back an evaluation
 late, vmalert, the page asks the recording rules' own raw-series expressions instead). Alert labels
 are only those of the aggregation (engine, model, the fleet's grouping labels and, for per-instance
-pages, the instance), so a label never flips while an alert is pending.
+pages, the instance), so a label never flips while an alert is pending. Which alerts a file holds, their
+severities, labels, runbook URLs and inhibitions are `llmdash.rules.identity`'s (what dashboards read).
 
 `config` is the `llmdash.config.Config` object the caller passes in.
 """
@@ -19,23 +20,20 @@ import yaml
 
 from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec
-from llmdash.panels.promql import Matcher
+from llmdash.panels import promql
 from llmdash.panels.recorded import RecordedSignals, recording_layer
-from llmdash.panels.signals import INFO, Signals, fixed_selectors
+from llmdash.panels.signals import INFO, Signals, SignalsBase
+from llmdash.rules.identity import (INHIBITED, SIGNAL_LABEL, carries, latency_alert_role, missing_roles, rule_scope,
+                                    runbook_url, severity)
 from llmdash.rules.slo import slo_alerts
 from llmdash.rules.targets import RULERS, for_target
 from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE,
-                                MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, Alert)
+                                MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, UID_PREFIX, Alert, Role)
 
 MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
-SIGNAL_LABEL = "signal"   # which signal an LLMServingSignalMissing alert is about
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
-
-
-def rule_scope(spec: EngineSpec, config) -> tuple[Matcher, ...]:
-    """Selectors only (the catalog's defaults, the config's): with neither, rules select series by name alone."""
-    return fixed_selectors(spec, config)
+OUTSIDE_PAGE_STEP = "1m"  # how often a paged unit's short-window share is read outside its page (a rule interval)
 
 
 def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
@@ -51,21 +49,24 @@ def build_rules(spec: EngineSpec, config) -> dict:
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), preemptions_chronic(sig, config),
-                                  divergence(sig, config), latency_high(sig, config, "ttft"),
-                                  latency_high(sig, config, "token"), instance_latency_high(sig, config))
+                                  divergence(sig, config), latency_high(sig, config, Alert.TTFT_HIGH),
+                                  latency_high(sig, config, Alert.ITL_HIGH), instance_latency_high(sig, config))
               if alert is not None]
     rules += [_alert(sig, config, **fields) for fields in slo_alerts(sig, config, _where(config))]
-    if spec.has("preemptions"):
+    if spec.has(Role.PREEMPTIONS):
         rules = [wait_for_the_page(rule, spec, config) if rule.get("alert") in INHIBITED else rule for rule in rules]
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    return for_target({"groups": [rule_group(f"llmdash-{spec.id}", config, rules)]}, config.rules.target)
+    return for_target({"groups": [rule_group(f"{UID_PREFIX}{spec.id}", config, rules)]}, config.rules.target)
 
 
 def rule_group(name: str, config, rules: list[dict]) -> dict:
-    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval."""
-    interval = {"interval": config.rules.interval} if config.rules.interval else {}
+    """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval;
+    pinned where SLO objectives exist, since their counts add what the counters gained since the evaluation
+    one interval ago (`llmdash.panels.recorded.slo_step`)."""
+    pinned = config.rules.interval or (config.rules.evaluation_interval if config.slo.objectives else None)
+    interval = {"interval": pinned} if pinned else {}
     return {"name": name, **interval, "rules": rules}
 
 
@@ -87,16 +88,6 @@ def render_rules(model: dict) -> str:
         yaml.dump(model, Dumper=SAFE_DUMPER, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-def alert_labels(config) -> tuple[str, ...]:
-    """Every label that tells one llmdash alert from another (name, severity, the aggregation's labels), and
-    none a ruler replica adds: what `ALERTS` readers keep so that HA rulers writing one store count once."""
-    return tuple(dict.fromkeys((ALERTNAME_LABEL, SEVERITY_LABEL, ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by,
-                                config.fleet.instance_label, *config.logs.replica_labels, SIGNAL_LABEL)))
-
-
-INHIBITED = (Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH)   # what a firing preemption page silences
-
-
 def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
     """An alert the preemption page inhibits, made to wait for the page's decision: Alertmanager cannot recall a
     warning it already sent, so in a collapse the warning must not reach a receiver before the page does.
@@ -116,54 +107,28 @@ def wait_for_the_page(rule: dict, spec: EngineSpec, config) -> dict:
     return waited
 
 
-def inhibit_rules(config) -> dict:
-    """Alertmanager `inhibit_rules`: a preemption page silences the divergence and static-latency alerts
-    of the same engine, model and fleet group, which describe the same incident from outside, and the
-    capacity and straggler warnings of the same instance, which it explains."""
-    equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]
-    return {"inhibit_rules": [{
-        "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
-        "target_matchers": [f'alertname=~"{"|".join(INHIBITED)}"'],
-        "equal": equal,
-    }, {
-        "source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
-        "target_matchers": [f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"'],
-        "equal": [*equal, config.fleet.instance_label],
-    }]}
-
-
 def render_inhibit_rules(model: dict) -> str:
     return ("# Generated by llmdash from llmdash.yaml; merge into your Alertmanager configuration's "
             "inhibit_rules.\n") + yaml.dump(model, Dumper=SAFE_DUMPER, sort_keys=False, width=10_000)
 
 
-def _with_model_name(spec: EngineSpec, expr: str) -> str:
-    """Alerts always carry `model_name`, whatever the engine calls its model label."""
-    if spec.model_label == MODEL_LABEL:
-        return expr
-    return f'label_replace({expr}, "{MODEL_LABEL}", "$1", "{spec.model_label}", "(.*)")'
+def _groups(config) -> str:
+    """The fleet's grouping labels of the alert's series, for summaries and descriptions (each only where set)."""
+    return "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}"
+                   for label in config.fleet.group_by)
 
 
 def _where(config) -> str:
     """`model on Engine` plus the fleet's grouping labels, for summaries and descriptions."""
-    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}"
-                     for label in config.fleet.group_by)
-    return "{{ $labels.model_name }}" + groups
+    return f"{{{{ $labels.{MODEL_LABEL} }}}}" + _groups(config)
 
 
-def runbook_url(config, alertname: str) -> str | None:
-    """The alert's runbook from `alerts.runbook_url_template`, or None when no template is set."""
-    template = config.alerts.runbook_url_template
-    return template.replace("{alertname}", alertname) if template else None
+def _instance(config) -> str:
+    """The alert's instance, for summaries and descriptions."""
+    return "{{ $labels." + config.fleet.instance_label + " }}"
 
 
-def alert_names(spec: EngineSpec, config) -> list[str]:
-    """The alerts the engine's rule file carries (which depends on the signals its catalog offers)."""
-    return [rule["alert"] for group in build_rules(spec, config)["groups"] for rule in group["rules"]
-            if "alert" in rule]
-
-
-def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: str,
+def _alert(sig: SignalsBase, config, name: Alert, expr: str, duration: str,
            summary: str, description: str, labels: dict | None = None, keep_firing_for: str | None = None) -> dict:
     url = runbook_url(config, name)
     annotations = {"summary": summary, "description": description}
@@ -174,24 +139,25 @@ def _alert(sig: Signals, config, name: str, expr: str, duration: str, severity: 
     rule = {"alert": str(name), "expr": expr, "for": duration}
     if keep_firing_for:
         rule["keep_firing_for"] = keep_firing_for
-    rule["labels"] = {ENGINE_LABEL: sig.spec.id, **(labels or {}), SEVERITY_LABEL: severity}
+    rule["labels"] = {ENGINE_LABEL: sig.spec.id, **(labels or {}), SEVERITY_LABEL: severity(name, sig.spec)}
     rule["annotations"] = annotations
     return rule
 
 
 def _rank(sig: Signals) -> str:
-    """` (data-parallel rank N)` where the alert's series carry the engine's rank label."""
-    return "".join(f"{{{{ with $labels.{label} }}}} (data-parallel rank {label}={{{{ . }}}}){{{{ end }}}}"
-                   for label in sig.spec.ranks.unit)
+    """` label=value` for each label of the engine's KV-cache unit inside an instance that the alert carries
+    (vLLM's `engine`, Ray Serve's `ReplicaId`): the label as the engine writes it, since its meaning is the
+    catalog's (vLLM writes engine="0" on every V1 server, data-parallel or not)."""
+    return "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}" for label in sig.spec.ranks.unit)
 
 
 def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     """Per KV-cache unit (instance and data-parallel rank): one replica or rank thrashing pages and is named;
     rare preemptions spread over a fleet, a steady low share and a single moment's evictions do not."""
-    if not sig.spec.has("preemptions"):
+    if not carries(Alert.PREEMPTIONS_HIGH, sig, config):
         return None
     p = config.preemption
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = _instance(config)
     read = sig if RULERS[config.rules.target].fresh_recordings else sig.inlined()
     short = read.preemption_share(read.unit_group, p.short_window)
     long = read.preemption_share(read.unit_group, p.long_window)
@@ -211,23 +177,26 @@ def preemptions_high(sig: RecordedSignals, config) -> dict | None:
     side = (" On SGLang the *Retracted tokens/s* panel tells whether the recompute is prompt-side (long contexts "
             "evicted) or decode-side (generation redone)." if sig.has_retracted_sides else "")
     return _alert(
-        sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
+        sig, config, Alert.PREEMPTIONS_HIGH, expr, p.alert_for,
         f"{sig.spec.title} instance {instance}{_rank(sig)} is preempting requests of {_where(config)}",
         f"{instance}{_rank(sig)} serving {_where(config)} on {sig.spec.title}: {what}. Its KV cache is full: running "
         "requests lose their KV blocks and are recomputed later, so their users wait while throughput looks normal."
-        f"{side} {sig.spec.note('preemptions')}".strip(),
+        f"{side} {sig.spec.note(Role.PREEMPTIONS)}".strip(),
         keep_firing_for=p.keep_firing_for)
 
 
 def preemptions_chronic(sig: RecordedSignals, config) -> dict | None:
     """A capacity warning, not a page: a unit losing a steady small share of its work to preemption."""
-    if not (sig.spec.has("preemptions") and sig.preemption_is_counter):
+    if not carries(Alert.PREEMPTIONS_CHRONIC, sig, config):
         return None
     p = config.preemption
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = _instance(config)
     share = sig.preemption_share(sig.unit_group, p.chronic_window)
+    unit = ", ".join(sig.recorded_unit)
+    expr = (f"({share} >= {p.chronic_share:g}) and on ({unit}) {sig.scraped(Role.PREEMPTIONS)} "
+            f"unless on ({unit}) ({_healed_page(sig, config)})")
     return _alert(
-        sig, config, Alert.PREEMPTIONS_CHRONIC, f"{share} >= {p.chronic_share:g}", p.chronic_for, "warning",
+        sig, config, Alert.PREEMPTIONS_CHRONIC, expr, p.chronic_for,
         f"{sig.spec.title} instance {instance}{_rank(sig)} keeps preempting requests of {_where(config)}",
         f"{instance}{_rank(sig)} serving {_where(config)} on {sig.spec.title}: {{{{ $value | humanizePercentage }}}} "
         f"as many preemptions as finished requests over {p.chronic_window} (warn at {p.chronic_share:.1%} for "
@@ -236,14 +205,27 @@ def preemptions_chronic(sig: RecordedSignals, config) -> dict | None:
         "turns into a thrash).")
 
 
+def _healed_page(sig: RecordedSignals, config) -> str:
+    """1 per unit paged within the chronic window whose share outside its paged minutes (the short-window share
+    at every minute the page was neither pending nor firing) stays below the chronic share: the burst the page
+    was about explains the window's share, so a capacity ticket about it would come after the page has healed."""
+    p = config.preemption
+    unit = ", ".join(sig.recorded_unit)
+    page = f'{ALERTS_SERIES}{{{ALERTNAME_LABEL}="{Alert.PREEMPTIONS_HIGH}", {ENGINE_LABEL}="{sig.spec.id}"}}'
+    short = sig.preemption_share(sig.unit_group, p.short_window)
+    outside = f"avg_over_time(({short} unless on ({unit}) {page})[{p.chronic_window}:{OUTSIDE_PAGE_STEP}])"
+    return (f"max by ({unit}) (max_over_time({page}[{p.chronic_window}])) "
+            f"unless on ({unit}) ({outside} >= {p.chronic_share:g})")
+
+
 def divergence(sig: RecordedSignals, config) -> dict:
     """A warning where the engine counts preemptions (the preemption page says more and inhibits it); the
     page itself where it cannot."""
     d = config.divergence
     latency = INFO[sig.latency_role].title
-    direct = sig.spec.has("preemptions")
+    direct = sig.spec.has(Role.PREEMPTIONS)
     return _alert(
-        sig, config, Alert.DIVERGENCE, sig.divergence_condition(), d.alert_for, "warning" if direct else "critical",
+        sig, config, Alert.DIVERGENCE, sig.divergence_condition(), d.alert_for,
         f"{latency} of {_where(config)} diverges from throughput on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {latency} over {d.window} is "
         f"{{{{ $value | printf \"%.1f\" }}}}x its median over the {d.baseline_window} "
@@ -257,19 +239,17 @@ def divergence(sig: RecordedSignals, config) -> dict:
         keep_firing_for=config.rules.warning_keep_firing_for)
 
 
-def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
-    """Static p99 thresholds; where the threshold is at or above the histogram's top bound (Triton's TTFT
-    tops out at 5 s), the share of observations above that bound instead, since a quantile cannot pass it."""
-    if which == "ttft":
-        role, name, levels = "ttft", Alert.TTFT_HIGH, config.thresholds.ttft_p99_seconds
-    else:
-        role = sig.token_latency_role
-        name, levels = Alert.ITL_HIGH, config.thresholds.itl_p99_seconds
-    if role is None or not sig.spec.has(role) or sig.is_mean(role):
-        return None     # a p99 threshold compared with a mean would stay silent through most stalls
+def latency_high(sig: RecordedSignals, config, name: Alert) -> dict | None:
+    """Static p99 thresholds (`name` TTFT_HIGH or ITL_HIGH); where the threshold is at or above the histogram's
+    top bound (Triton's TTFT tops out at 5 s), the share of observations above that bound instead, since a
+    quantile cannot pass it."""
+    role = latency_alert_role(sig, name)
+    if role is None:
+        return None
+    levels = config.thresholds.ttft_p99_seconds if name == Alert.TTFT_HIGH else config.thresholds.itl_p99_seconds
     info = INFO[role]
     w = config.divergence.window
-    stand_in = " (per-request TPOT: this engine has no ITL histogram)" if which != "ttft" and role == "tpot" else ""
+    stand_in = " (per-request TPOT: this engine has no ITL histogram)" if role == Role.TPOT else ""
     floor = f"{sig.throughput(window=w)} >= {config.divergence.min_tokens_per_second:g}"
     top = sig.top_bound(role)
     if levels.critical >= top:
@@ -282,7 +262,7 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
         what = (f"{info.title}{stand_in} over {w} is {{{{ $value | humanizeDuration }}}}, "
                 f"above the {levels.critical:g}s threshold")
     return _alert(
-        sig, config, name, expr, config.rules.latency_alert_for, "warning",
+        sig, config, name, expr, config.rules.latency_alert_for,
         f"{info.title} of {_where(config)} is above {levels.critical:g}s on {sig.spec.title}",
         f"{_where(config)} on {sig.spec.title}: {what}. Check the preemption row first: a static latency threshold "
         "cannot tell KV-cache pressure from a heavier workload.",
@@ -292,19 +272,20 @@ def latency_high(sig: RecordedSignals, config, which: str) -> dict | None:
 def instance_latency_high(sig: RecordedSignals, config) -> dict | None:
     """One replica far slower than its model's fleet: a straggler (a bad GPU, a noisy neighbour, a hot
     shard) that the model's p99 hides when it is one replica of many."""
-    role = sig.token_latency_role
-    if role is None or sig.is_mean(role):
+    if not carries(Alert.INSTANCE_LATENCY_HIGH, sig, config):
         return None
+    role = sig.token_latency_role
     s = config.straggler
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = _instance(config) + _rank(sig)
     mine = sig.instance_quantile(role)
     model = ", ".join(sig.recorded_model)
     fleet = sig.quantile(role, HEADLINE_QUANTILE)
     expr = (f"({mine} > on ({model}) group_left () ({fleet}) * {s.factor:g}) and ({mine} > {s.min_seconds:g}) "
-            f"and ({sig.instance_throughput()} >= {s.min_tokens_per_second:g})")
+            f"and ({sig.instance_throughput()} >= {s.min_tokens_per_second:g}) "
+            f"and on ({', '.join(sig.recorded_unit)}) {sig.scraped(role)}")
     title = INFO[role].title
     return _alert(
-        sig, config, Alert.INSTANCE_LATENCY_HIGH, expr, s.alert_for, "warning",
+        sig, config, Alert.INSTANCE_LATENCY_HIGH, expr, s.alert_for,
         f"{sig.spec.title} instance {instance} is much slower than the rest of {_where(config)}",
         f"{instance} serving {_where(config)} on {sig.spec.title}: its own {title} over {config.divergence.window} is "
         f"{{{{ $value | humanizeDuration }}}}, at least {s.factor:g}x the model's {title} across the fleet (and above "
@@ -319,24 +300,23 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
     logged over `short_window`, where no series of the same fleet group and `logs.replica_labels` exports
     the engine's preemption metric (there LLMServingPreemptionsHigh pages, normalised by work; a log
     alone cannot be, since it carries no request count)."""
-    if not (config.logs.enabled and sig.spec.log_patterns):
+    if not carries(Alert.LOG_PREEMPTIONS_HIGH, sig, config):
         return None
     p = config.preemption
     logs = sig.logs
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = _instance(config)
     join = tuple(config.fleet.group_by) + tuple(config.logs.replica_labels)
     expr = (f"{logs.preemptions(logs.instance_group + tuple(config.logs.replica_labels), p.short_window)} "
             f">= {config.logs.min_events:g}")
     silenced = ""
-    if sig.spec.has("preemptions"):
-        expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported('preemptions', join)}"
+    if sig.spec.has(Role.PREEMPTIONS):
+        expr = f"({expr}) unless on ({', '.join(join)}) {sig.exported(Role.PREEMPTIONS, join)}"
         silenced = (f" It stays silent where a series with the same {', '.join(join) or 'fleet'} labels exports "
-                    f"{', '.join(f'`{s.series}`' for s in sig.sources('preemptions'))}: there "
+                    f"{', '.join(f'`{s.series}`' for s in sig.sources(Role.PREEMPTIONS))}: there "
                     f"{Alert.PREEMPTIONS_HIGH} pages instead.")
-    groups = "".join(f"{{{{ with $labels.{label} }}}} {label}={{{{ . }}}}{{{{ end }}}}"
-                     for label in config.fleet.group_by)
+    groups = _groups(config)
     return _alert(
-        sig, config, Alert.LOG_PREEMPTIONS_HIGH, expr, p.alert_for, "critical",
+        sig, config, Alert.LOG_PREEMPTIONS_HIGH, expr, p.alert_for,
         f"{sig.spec.title} log read by {instance}{groups} reports preemptions",
         f"mtail at {instance}{groups} counted {{{{ $value | printf \"%.0f\" }}}} {sig.spec.title} preemptions "
         f"in the log over {p.short_window} (page at {config.logs.min_events:g}). "
@@ -347,36 +327,22 @@ def log_preemptions_high(sig: Signals, config) -> dict | None:
         keep_firing_for=p.keep_firing_for)
 
 
-MISSING_ROLES = ("preemptions", "throughput", "itl", "tpot", "ttft", "token_latency_mean")
-
-
 def signals_missing(sig: Signals, config) -> list[dict]:
     """Per replica that exports its engine's running-requests gauge but not a signal the alerts need, for
     15 minutes: after an upgrade renames a series, the page it feeds would otherwise go silent."""
-    instance = "{{ $labels." + config.fleet.instance_label + " }}"
+    instance = _instance(config)
     identity = ", ".join(sig.instance_group)
     rules = []
-    for role in MISSING_ROLES:
-        if not sig.spec.has(role) or not _covers_every_version(sig, role):
-            continue
+    for role in missing_roles(sig):
         names = ", ".join(f"`{s.series}`" for s in sig.sources(role))
         rules.append(_alert(
             sig, config, Alert.SIGNAL_MISSING,
-            _with_model_name(sig.spec, f"{sig.present('running')} unless on ({identity}) {sig.present(role)}"),
-            MISSING_FOR, "warning",
+            promql.as_model_name(f"{sig.present(Role.RUNNING)} unless on ({identity}) {sig.present(role)}",
+                                 sig.spec.model_label),
+            MISSING_FOR,
             f"{sig.spec.title} instance {instance} exports no {role} series",
             f"{instance} serving {_where(config)} exports {sig.spec.title}'s running-requests gauge but none of "
             f"{names} for {MISSING_FOR}. Dashboards and alerts that read the {role} signal are blind for it: a "
             "renamed series after an upgrade, a disabled metrics option, or a relabelling rule that drops it.",
             labels={SIGNAL_LABEL: str(role)}))
     return rules
-
-
-def _covers_every_version(sig: Signals, role: str) -> bool:
-    """Only roles that every supported version exports: an old release without the series is not a fault."""
-    sources = sig.sources(role)
-    if not sources:
-        return False
-    first = min(s.metric.since for s in sources)
-    untils = [s.metric.exposed_until for s in sources]
-    return first <= sig.spec.supported_from and (None in untils or max(untils) > sig.spec.supported_to)

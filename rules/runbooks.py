@@ -22,5 +22,5 @@ def runbook_files(config=None) -> dict[str, str]:
     with_slo = config is not None and bool(config.slo.objectives)
     names = ({alert.name: alert.value for alert in Alert} | {"HEADLINE": HEADLINE}
              | {f"PANEL_{panel.name}": title for panel, title in PANEL_TITLES.items()})
-    return {f"{alert}.md": Template((TEXTS / f"{alert.name.lower()}.md").read_text()).substitute(names)
+    return {f"{alert}.md": Template((TEXTS / f"{alert.name.lower()}.md").read_text(encoding="utf-8")).substitute(names)
             for alert in Alert if with_slo or alert not in SLO_ALERTS}

@@ -40,7 +40,6 @@ RULERS = {
     "thanos": Ruler(False, "Thanos Ruler's keep_firing_for support is unconfirmed: the hold is kept in the expression"),
 }
 TARGETS = tuple(RULERS)
-DEFAULT_TARGET = "prometheus"
 
 
 def held(expr: str, keep_firing_for: str, interval: str = "") -> str:

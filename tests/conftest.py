@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from llmdash.errors import LlmdashError
-from tests.support import builds
+from tests.support import builds, stacks
 from tests.support.catalogs import copy_catalog
 from tests.support.fake_grafana import FakeGrafana
 from tests.support.paths import ROOT
 
 E2E_DIR = ROOT / "tests" / "e2e"
 # Fixtures that hand a test a real Prometheus-family binary or server: such a test is end-to-end wherever it is.
-REAL_SERVER_FIXTURES = {"promtool", "mtail_binary", "prometheus_scenarios"}
+REAL_SERVER_FIXTURES = {"promtool", "mtail_binary", "prometheus_scenarios", "stack"}
 
 
 def _shared(value):
@@ -68,11 +68,19 @@ def grafana(start_grafana) -> FakeGrafana:
     return start_grafana()
 
 
-@pytest.fixture(scope="session")
-def prometheus_scenarios():
-    """(server, {scenario: ScenarioWindow}) for every classic (single-instance) scenario and every engine.
+@pytest.fixture(scope="session", params=stacks.STACKS)
+def stack(request):
+    """The stack of servers a test runs on, once the oldest supported (Debian's) and once the current
+    (tests/support/stacks.py): a missing current stack skips with `make deps`, and fails under CI=true."""
+    return stacks.require(request.param)
 
-    One server for the whole session: simulating and backfilling all scenarios is the
+
+@pytest.fixture(scope="session")
+def prometheus_scenarios(stack):
+    """(server, {scenario: ScenarioWindow}) for every classic (single-instance) scenario and every engine,
+    on each stack's Prometheus (backfilled by its own promtool).
+
+    One server per stack for the whole session: simulating and backfilling all scenarios is the
     expensive part. A missing `prometheus` binary fails the tests with the install hint.
     """
     from llmdash.engines.catalog import load_all
@@ -82,7 +90,7 @@ def prometheus_scenarios():
 
     started = time.monotonic()
     try:
-        server = PrometheusServer()
+        server = PrometheusServer(stack=stack)
     except LlmdashError as exc:
         pytest.fail(f"end-to-end tests need a real Prometheus: {exc}", pytrace=False)
     try:
@@ -91,7 +99,7 @@ def prometheus_scenarios():
     except BaseException:
         server.stop()
         raise
-    print(f"\nPrometheus with {len(windows)} scenarios ready in {time.monotonic() - started:.1f}s")
+    print(f"\nPrometheus of {stack.name} with {len(windows)} scenarios ready in {time.monotonic() - started:.1f}s")
     yield server, windows
     server.stop()
 
@@ -104,11 +112,20 @@ SLOWEST_FIRST = ("test_rules.py", "test_e2e.py", "test_prometheus3_e2e.py", "tes
                  "test_logs_e2e.py")
 
 
+# Files whose current-stack leg is slow (the VictoriaMetrics comparison: about 2.5 min alone): `make test-stack`
+# runs those legs, `make test` the rest, .ci/run both (docs/testing.md#two-stacks).
+SLOW_STACK_LEGS = ("test_victoriametrics_e2e.py",)
+
+
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
     """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
-    neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`)."""
+    neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`).
+    A slow file's leg on the current stack is `stack_leg` too."""
     for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.path.name in SLOW_STACK_LEGS and params.get("stack") == "current":
+            item.add_marker(pytest.mark.stack_leg)
         if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
         if not any(item.get_closest_marker(kind) for kind in ("e2e", "publish", "process")):

@@ -17,6 +17,7 @@ LAYERS = {
     "llmdash.errors": 0,
     "llmdash.inputs": 0,
     "llmdash.atomic": 0,
+    "llmdash.safepath": 0,
     "llmdash.durations": 0,
     "llmdash.engines": 1,
     "llmdash.panels": 2,
@@ -26,6 +27,7 @@ LAYERS = {
     "llmdash.build": 4,
     "llmdash.docgen": 5,      # describes every layer below the command line
     "llmdash.docblocks": 5,
+    "llmdash.docgen_slo": 5,
     "llmdash.delivery": 5,
     "llmdash.review": 5,
     "llmdash.lab": 5,
@@ -100,3 +102,24 @@ def test_the_duration_parser_imports_nothing_from_the_project():
     imported = set(_imports(ROOT / "llmdash" / "durations.py"))
     assert {name for name in imported
             if name.split(".")[0] in ("llmdash", "engines", "panels", "dashboards", "rules")} == set()
+
+
+def _reachable(start: str) -> set[str]:
+    """Every project module `start` imports, directly or through others (by the import statements' text)."""
+    modules = dict(_modules())
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        todo += [name for name in _imports(modules[module]) if name in modules]
+    return seen - {start}
+
+
+def test_dashboards_never_import_the_rule_generator():
+    """A dashboard reads alert identity (names, labels, runbook URLs) from llmdash.rules.identity: importing
+    llmdash.rules.generate would let a dashboard build rule files again."""
+    dashboards = [module for module, _ in _modules() if module.startswith("llmdash.dashboards.")]
+    assert dashboards
+    assert [m for m in dashboards if "llmdash.rules.generate" in _reachable(m)] == []

@@ -45,7 +45,7 @@ def _shown(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 
 def _fail(error: LlmdashError, secrets: tuple[str, ...] = ()) -> None:
-    click.echo(_shown(f"error: {error}", secrets), err=True)
+    click.echo(redact.error_line(error, secrets), err=True)
     sys.exit(error.exit_code)
 
 

@@ -22,7 +22,8 @@ def _seconds(_ctx, _param, value: float) -> float:
 
 @click.command("doctor")
 @click.option("--prometheus", "prometheus_url", metavar="URL", default=None,
-              help="A Prometheus to ask (GET /api/v1/series over the last hour, under the config's selectors).")
+              help="A Prometheus to ask which catalog series it holds over the last hour, under the config's "
+                   "selectors (label values and a count by their labels; no per-replica series).")
 @click.option("--metrics", "metrics", metavar="URL|FILE", default=None,
               help="A scraped /metrics page: an http(s) URL or a file.")
 @click.option("--deadline", metavar="SECONDS", type=float, default=DEADLINE_S, show_default=True, callback=_seconds,
@@ -41,7 +42,7 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
     """
     from llmdash.doctor.diagnose import diagnose
     from llmdash.doctor.fetch import Client
-    from llmdash.doctor.inventory import PrometheusReader, read_metrics
+    from llmdash.doctor.inventory import PrometheusReader, catalog_series, read_metrics
     from llmdash.doctor.report import to_json, to_text
     from llmdash.engines.catalog import load_all
 
@@ -53,8 +54,7 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
         if metrics is not None:
             inventory = read_metrics(metrics, client)
         else:
-            wanted = {series for spec in load_all().values() for metric in spec.metrics.values()
-                      for series in metric.stored_series}
+            wanted = catalog_series(load_all().values(), config.selectors, (config.fleet.instance_label,))
             inventory = PrometheusReader(prometheus_url, config.selectors, client).inventory(wanted)
     finally:
         client.close()

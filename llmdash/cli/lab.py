@@ -183,3 +183,43 @@ def bench_cost_command(ctx: click.Context, out: Path, anchor: Path) -> None:
                                       progress=lambda message: click.echo(message, err=True))
     text = bench_report.write(out, "Query cost", "make bench-cost", bench_cost.table(rows, rule_costs))
     click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
+
+
+@click.command("bench-rules")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=bench_report.default_path("bench-rules"),
+              show_default=True, help="Where to write the table (markdown, stamped with the commit and date).")
+@click.option("--engine", "engine_ids", multiple=True, default=("vllm",), show_default=True,
+              help="Engines whose generated rule file to measure (repeat the option).")
+@click.option("--replicas", "sizes", multiple=True, type=click.IntRange(min=2), show_default=True,
+              default=(20, 200, 1000), help="Fleet sizes, replicas in all (repeat the option).")
+@click.pass_context
+def bench_rules_command(ctx: click.Context, out: Path, engine_ids: tuple[str, ...], sizes: tuple[int, ...]) -> None:
+    """Evaluation time, samples read, series added and share of the interval of each rule group, on a
+    real Prometheus evaluating the generated rules at the shipped interval over N backfilled replicas."""
+    import tempfile
+
+    from llmdash.build import build_rule_files
+    import yaml
+
+    from llmdash.lab import bench_rules
+
+    config = load_config(_config_path(ctx))
+    for engine in engine_ids:
+        load_engine(engine)
+    started = time.monotonic()
+    interval, scrape = bench_rules.shipped_intervals()
+    progress = lambda message: click.echo(message, err=True)  # noqa: E731
+    files = build_rule_files(config)
+    sections = []
+    with tempfile.TemporaryDirectory(prefix="llmdash-bench-rules-") as tmp:
+        for engine in engine_ids:
+            rule_file = Path(tmp) / f"{engine}.rules.yaml"
+            rule_file.write_text(yaml.safe_dump(files[engine], sort_keys=False, width=10_000))
+            measured = [bench_rules.measure_size(engine, n, rule_file, interval, scrape, progress=progress)
+                        for n in sorted(sizes)]
+            sections.append(bench_rules.table(engine, measured))
+    body = bench_rules.preamble(interval, tuple(sorted(sizes)), bench_rules.EVALUATIONS,
+                                time.monotonic() - started) + "\n\n" + "\n".join(sections)
+    text = bench_report.write(out, "Rule evaluation cost", "make bench-rules", body)
+    click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")

@@ -13,7 +13,7 @@ import sys
 import click
 
 from llmdash.errors import EXIT_USAGE, LlmdashError
-from llmdash.redact import escape_controls
+from llmdash.redact import error_line
 
 # name -> (module, attribute, one-line help shown by `llmdash --help` without importing the module)
 COMMANDS = {
@@ -29,6 +29,7 @@ COMMANDS = {
     "demo": ("llmdash.cli.lab", "demo_command", "Simulate a KV-cache collapse and draw every engine's dashboard."),
     "bench-detect": ("llmdash.cli.lab", "bench_detect_command", "Alert detection delays vs naive baselines."),
     "bench-cost": ("llmdash.cli.lab", "bench_cost_command", "Samples and time of one dashboard load, vs vLLM's own."),
+    "bench-rules": ("llmdash.cli.lab", "bench_rules_command", "What each rule group costs a Prometheus at N replicas."),
 }
 
 
@@ -58,27 +59,43 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 
 def main() -> None:
+    _tolerant_streams()
     try:
         code = cli.main(standalone_mode=False)
     except LlmdashError as exc:
-        # Escaped: a path with a newline in it (from any module) must not split the one line.
-        click.echo(f"error: {escape_controls(str(exc))}", err=True)
+        # Through the one path: scrubbed (a config value's URL may hold a password) and escaped (a path with
+        # a newline in it, from any module, must not split the one line).
+        click.echo(error_line(exc), err=True)
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+        click.echo(error_line(" ".join(exc.format_message().split()) + hint), err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+        click.echo(error_line(" ".join(exc.format_message().split())), err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
-    except (RecursionError, UnicodeError, MemoryError) as exc:
+    except (RecursionError, MemoryError) as exc:
         # The parsers bound their input; this is the last guard, so a miss is still one line, exit 2.
-        click.echo(f"error: input too large, too deeply nested or not valid text ({type(exc).__name__})", err=True)
+        click.echo(f"error: input too large or too deeply nested ({type(exc).__name__})", err=True)
+        sys.exit(EXIT_USAGE)
+    except UnicodeError as exc:
+        # Said as what it is: text this locale's encoding cannot carry, not an input too large.
+        encoding = getattr(exc, "encoding", "this encoding")
+        click.echo(error_line(f"text that {encoding} cannot carry ({type(exc).__name__}); "
+                              "use a UTF-8 locale such as LANG=C.UTF-8"), err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _tolerant_streams() -> None:
+    """Print what the terminal's encoding cannot show as escapes (a non-ASCII path under
+    PYTHONIOENCODING=ascii or the C locale) rather than fail on it."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from llmdash.errors import EXIT_DRIFT, EXIT_OK, LlmdashError
-from llmdash.redact import escape_controls
+from llmdash.redact import error_line, escape_controls
 from llmdash.review import sides
 from llmdash.review.compare import V2_SUFFIX, diff_outputs
 from llmdash.review.render import render_markdown, render_text
@@ -21,16 +21,27 @@ from llmdash.review.render import render_markdown, render_text
 
 # The one way to run a revision's code; a revision's own content never turns it on.
 REVISION_CODE_HELP = ("Build each side with its own code (as its pyproject.toml installs it), not the installed "
-                      "llmdash; it runs without GRAFANA_* and credential variables")
+                      "llmdash; it sees only PATH, LANG, LC_*, TZ, TMPDIR, an empty temporary HOME and XDG "
+                      "directories, and the variables named with --pass-env")
+PASS_ENV_HELP = ("With --build-with-revision-code: also hand the revision's code this environment variable "
+                 "(repeatable)")
+
+
+def _checked_pass_env(own_code: bool, pass_env: tuple[str, ...]) -> tuple[str, ...]:
+    if pass_env and not own_code:
+        raise LlmdashError("--pass-env only applies with --build-with-revision-code")
+    return pass_env
 
 
 def compare(base: str | None, head: str | None, project: Path, workdir: Path,
-            config_path: Path | None = None, own_code: bool = False) -> tuple[dict, str, str]:
+            config_path: Path | None = None, own_code: bool = False,
+            pass_env: tuple[str, ...] = ()) -> tuple[dict, str, str]:
     """Changes per dashboard between the two sides `llmdash diff [BASE] [HEAD]` names, with their labels."""
     ws = sides.workspace(project)
-    old = sides.committed(ws, workdir) if base is None else sides.revision(ws, base, workdir, config_path, own_code)
-    new = sides.working_tree(ws, workdir, config_path, own_code) if head is None \
-        else sides.revision(ws, head, workdir, config_path, own_code)
+    old = sides.committed(ws, workdir) if base is None \
+        else sides.revision(ws, base, workdir, config_path, own_code, pass_env)
+    new = sides.working_tree(ws, workdir, config_path, own_code, pass_env) if head is None \
+        else sides.revision(ws, head, workdir, config_path, own_code, pass_env)
     return diff_outputs(old.output, new.output), old.label, new.label
 
 
@@ -71,7 +82,7 @@ def _config_path(ctx: click.Context) -> Path | None:
 
 
 def _fail(error: LlmdashError) -> None:
-    click.echo(f"error: {error}", err=True)
+    click.echo(error_line(error), err=True)
     sys.exit(error.exit_code)
 
 
@@ -81,8 +92,9 @@ def _fail(error: LlmdashError) -> None:
 @click.option("--format", "output_format", type=click.Choice(["text", "markdown"]), default="text",
               show_default=True, help="markdown is ready to paste as a pull-request comment")
 @click.option("--build-with-revision-code", "own_code", is_flag=True, help=REVISION_CODE_HELP)
+@click.option("--pass-env", "pass_env", multiple=True, metavar="NAME", help=PASS_ENV_HELP)
 @click.pass_context
-def diff_command(ctx, base, head, output_format, own_code):
+def diff_command(ctx, base, head, output_format, own_code, pass_env):
     """Show what changed in the dashboards and rule files, panel by panel.
 
     \b
@@ -100,7 +112,7 @@ def diff_command(ctx, base, head, output_format, own_code):
     try:
         with tempfile.TemporaryDirectory(prefix="llmdash-diff-") as workdir:
             report, old_label, new_label = compare(base, head, _project_directory(), Path(workdir),
-                                                   _config_path(ctx), own_code)
+                                                   _config_path(ctx), own_code, _checked_pass_env(own_code, pass_env))
     except LlmdashError as error:
         _fail(error)
     click.echo(render_report(report, old_label, new_label, output_format), nl=False)
@@ -113,8 +125,9 @@ def diff_command(ctx, base, head, output_format, own_code):
               help="Picture to write, .png or .svg (default out/layout-ENGINE.png)")
 @click.option("--base", "base_revision", help="Git revision to draw beside it, changed panels highlighted")
 @click.option("--build-with-revision-code", "own_code", is_flag=True, help=REVISION_CODE_HELP)
+@click.option("--pass-env", "pass_env", multiple=True, metavar="NAME", help=PASS_ENV_HELP)
 @click.pass_context
-def layout_command(ctx, engine, out_path, base_revision, own_code):
+def layout_command(ctx, engine, out_path, base_revision, own_code, pass_env):
     """Draw a dashboard's grid (rows, panels, titles, types) of the working tree's build.
 
     Exit codes: 0 written, 2 unknown dashboard, bad revision, bad --out or failed build.
@@ -122,10 +135,12 @@ def layout_command(ctx, engine, out_path, base_revision, own_code):
     from llmdash.review.layout import check_picture_path, render_layout  # draws: matplotlib loads only here
     try:
         ws, config_path = sides.workspace(_project_directory()), _config_path(ctx)
+        pass_env = _checked_pass_env(own_code, pass_env)
         out_path = check_picture_path(out_path or Path("out") / f"layout-{engine}.png")
         with tempfile.TemporaryDirectory(prefix="llmdash-layout-") as workdir:
-            new = sides.working_tree(ws, Path(workdir), config_path, own_code).output.dashboards
-            old = sides.revision(ws, base_revision, Path(workdir), config_path, own_code).output.dashboards \
+            new = sides.working_tree(ws, Path(workdir), config_path, own_code, pass_env).output.dashboards
+            old = sides.revision(ws, base_revision, Path(workdir), config_path, own_code,
+                                 pass_env).output.dashboards \
                 if base_revision else None
         # The pictures are drawn from the classic JSON only; its v2 twin has the same grid, row by row.
         new = {name: model for name, model in new.items() if not name.endswith(V2_SUFFIX)}

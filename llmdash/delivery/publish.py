@@ -57,7 +57,7 @@ class PublishOptions:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PublishResult:
     name: str
     uid: str
     result: str
@@ -139,7 +139,7 @@ def publish(dashboards: dict[str, dict], backend: GrafanaBackend, options: Publi
          f"{options.folder_uid!r}{' (dry run, nothing is written)' if options.dry_run else ''}")
     _ensure_folder(backend, options, echo)
 
-    outcomes: list[Outcome] = []
+    outcomes: list[PublishResult] = []
     total = len(dashboards)
     try:
         for index, (name, dashboard) in enumerate(sorted(dashboards.items()), start=1):
@@ -191,14 +191,14 @@ def _ensure_folder(backend: GrafanaBackend, options: PublishOptions, echo) -> No
 
 
 def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishOptions,
-                 schema: str = "v1") -> tuple[Outcome, str]:
+                 schema: str = "v1") -> tuple[PublishResult, str]:
     uid = dashboard["uid"]
     message = f"llmdash publish {options.revision}"
     remote = backend.get_dashboard(uid)
 
     if remote is None:
         if options.dry_run:
-            return Outcome(name, uid, WOULD_CREATE), ""
+            return PublishResult(name, uid, WOULD_CREATE), ""
         return _save(name, dashboard, backend, options, version=0, created=True, message=message), ""
 
     live = unstamped(remote.dashboard)
@@ -209,7 +209,7 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend, options: P
     stored = schema_family(remote.stored_version) if remote.stored_version else schema
     crossed = stored != schema
     if normalise(live) == normalise(dashboard) and not moved and not crossed:
-        return Outcome(name, uid, UNCHANGED, remote.version), ""
+        return PublishResult(name, uid, UNCHANGED, remote.version), ""
 
     changes = render_text(name, diff_dashboard(live, dashboard))
     if moved:
@@ -225,13 +225,13 @@ def _publish_one(name: str, dashboard: dict, backend: GrafanaBackend, options: P
         return _refused(options, name, uid, remote, f"{why}; publishing would lose (- live, + this build):"), changes
     if options.dry_run:
         over = f"replacing its schema {stored} model" if crossed else "over edits made in Grafana"
-        return Outcome(name, uid, WOULD_UPDATE, remote.version, over if drifted else ""), changes
+        return PublishResult(name, uid, WOULD_UPDATE, remote.version, over if drifted else ""), changes
     outcome = _save(name, dashboard, backend, options, version=remote.version, created=False, message=message,
                     resource_version=remote.resource_version)
     if drifted and outcome.result == UPDATED:
         detail = (f"--force: replaced the schema {stored} dashboard with schema {schema}" if crossed
                   else "--force: overwrote edits made in Grafana")
-        outcome = Outcome(name, uid, UPDATED, outcome.version, detail)
+        outcome = PublishResult(name, uid, UPDATED, outcome.version, detail)
     return outcome, changes
 
 
@@ -249,12 +249,12 @@ def _drift_reason(remote: RemoteDashboard, moved: bool) -> str:
     return f"edited in Grafana since the last llmdash publish (live version {remote.version})"
 
 
-def _refused(options: PublishOptions, name: str, uid: str, remote: RemoteDashboard, why: str) -> Outcome:
-    return Outcome(name, uid, WOULD_REFUSE if options.dry_run else REFUSED, remote.version, why)
+def _refused(options: PublishOptions, name: str, uid: str, remote: RemoteDashboard, why: str) -> PublishResult:
+    return PublishResult(name, uid, WOULD_REFUSE if options.dry_run else REFUSED, remote.version, why)
 
 
 def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishOptions, *, version: int,
-          created: bool, message: str, resource_version: str = "") -> Outcome:
+          created: bool, message: str, resource_version: str = "") -> PublishResult:
     uid = dashboard["uid"]
     result = CREATED if created else UPDATED
     try:
@@ -264,17 +264,17 @@ def _save(name: str, dashboard: dict, backend: GrafanaBackend, options: PublishO
         # A save Grafana applied but answered 5xx or reset is retried and then meets its own
         # write (UnconfirmedSave), or gives up: what Grafana now holds decides whether it was saved.
         if isinstance(failure, Refused) and not isinstance(failure, VersionMismatch):
-            return Outcome(name, uid, REFUSED, None, str(failure))
+            return PublishResult(name, uid, REFUSED, None, str(failure))
         landed = _landed(backend, dashboard, options)
         if landed is not None:
             # The conflict of a retry that met our own first attempt is not news: report that attempt.
             cause = failure.cause if isinstance(failure, UnconfirmedSave) else str(failure)
-            return Outcome(name, uid, result, landed.version,
+            return PublishResult(name, uid, result, landed.version,
                            f"saved (re-reading Grafana shows this build), although the save got: {cause}")
         if isinstance(failure, VersionMismatch):
-            return Outcome(name, uid, REFUSED, None, str(failure))
+            return PublishResult(name, uid, REFUSED, None, str(failure))
         raise
-    return Outcome(name, uid, result, saved.version)
+    return PublishResult(name, uid, result, saved.version)
 
 
 def _landed(backend: GrafanaBackend, dashboard: dict, options: PublishOptions) -> RemoteDashboard | None:
@@ -292,7 +292,7 @@ def _landed(backend: GrafanaBackend, dashboard: dict, options: PublishOptions) -
 # ---------------------------------------------------------------- reporting
 
 
-def summary_table(outcomes: list[Outcome]) -> str:
+def summary_table(outcomes: list[PublishResult]) -> str:
     rows = [("dashboard", "uid", "result", "version")]
     rows += [(o.name, o.uid, o.result, str(o.version) if o.version else "-") for o in outcomes]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

@@ -66,6 +66,17 @@ class ResourceApi:
         metadata = metadata if isinstance(metadata, dict) else {}
         if not isinstance(spec, dict):
             raise GrafanaError(f"Grafana returned no dashboard spec for {uid}")
+        # Kubernetes API conventions: a GET by name answers that object, metadata.name equal to the name asked
+        # for, with a non-empty resourceVersion. Anything else is another object (a proxy's cache, a broken
+        # server): deciding "unedited" from it, and writing with its resourceVersion, would overwrite an edit.
+        if metadata.get("name") != uid:
+            other = self.http.text(metadata.get("name"), 80)
+            raise GrafanaError(f"Grafana answered the read of dashboard {uid} with "
+                               f"{f'object {other!r}' if other else 'an object without metadata.name'}; "
+                               "refusing to write over it")
+        if not isinstance(metadata.get("resourceVersion"), str) or not metadata["resourceVersion"]:
+            raise GrafanaError(f"Grafana answered the read of dashboard {uid} without a metadata.resourceVersion, "
+                               "so an update could not be conditional; refusing to write over it")
         annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
         folder_uid = self.http.text(annotations.get(FOLDER_ANNOTATION))
         # Grafana converts a dashboard stored in another version for this read and says so in
@@ -74,7 +85,7 @@ class ResourceApi:
         conversion = status.get("conversion") if isinstance(status.get("conversion"), dict) else {}
         stored_version = self.http.text(conversion.get("storedVersion"), 20)
         return RemoteDashboard(
-            dashboard=checked_model({**spec, "uid": self.http.text(metadata.get("name")) or uid}, uid),
+            dashboard=checked_model({**spec, "uid": uid}, uid),
             version=self.http.integer(metadata.get("generation") or 0, "dashboard generation"),
             folder_uid=folder_uid,
             folder_title=self._folder_title(folder_uid),

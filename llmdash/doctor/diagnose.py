@@ -19,13 +19,11 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-import promql_parser as pp
 from packaging.version import Version
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config
-from llmdash.vocabulary import FLEET
-from llmdash.dashboards.validate import substitute
+from llmdash.dashboards.promql_walk import PromqlWalk, parse
 from llmdash.dashboards.walk import walk_panels
 from llmdash.doctor import printing
 from llmdash.doctor.inventory import Inventory
@@ -33,9 +31,8 @@ from llmdash.doctor.slo import SloCheck, slo_checks
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
-from llmdash.vocabulary import LOG_PREEMPTIONS
+from llmdash.vocabulary import ALERTS_SERIES, FLEET, LOG_PREEMPTIONS
 
-ALERTS = "ALERTS"
 PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing
 VALUES_SHOWN = 5          # label values quoted when none matches
 VALUE_CHARS = 60          # of each
@@ -169,7 +166,7 @@ def _label_evidence(metric: Metric, inventory: Inventory) -> tuple[list[Version]
     return since, until
 
 
-class _Walker:
+class _Walker(PromqlWalk):
     """Decides, per expression, which selectors keep it from having data (memoised per derived series)."""
 
     def __init__(self, inventory: Inventory, detection: Detection, derived: dict[str, list[str]],
@@ -184,32 +181,23 @@ class _Walker:
         self.derived_problems: dict[str, list[str]] = {}
 
     def expression(self, expr: str) -> list[str]:
-        tree = pp.parse(substitute(expr))
-        return list(dict.fromkeys(self.node(tree)))
+        return list(dict.fromkeys(self.walk(parse(expr))))
 
-    def node(self, node) -> list[str]:
-        if isinstance(node, pp.VectorSelector):
-            return self.selector(node)
-        if isinstance(node, pp.MatrixSelector):
-            return self.selector(node.vector_selector)
-        if isinstance(node, pp.BinaryExpr):
-            op = str(node.op)
-            left = self.node(node.lhs)
-            if op == "unless":
-                return left
-            right = self.node(node.rhs)
-            if op == "or":
-                return [] if not left or not right else left + right
-            return left + right
-        if isinstance(node, pp.Call):
-            if node.func.name in PRESENCE_NOT_NEEDED:
-                return []
-            return [problem for arg in node.args for problem in self.node(arg)]
-        if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr, pp.SubqueryExpr)):
-            return self.node(node.expr)
-        return []  # number and string literals
+    def binary(self, node, context) -> list[str]:
+        """`a unless b` has data where `a` has; `a or b` where either has."""
+        op = str(node.op)
+        left = self.walk(node.lhs)
+        if op == "unless":
+            return left
+        right = self.walk(node.rhs)
+        if op == "or":
+            return [] if not left or not right else left + right
+        return left + right
 
-    def selector(self, node) -> list[str]:
+    def call(self, node, context) -> list[str]:
+        return [] if node.func.name in PRESENCE_NOT_NEEDED else super().call(node, context)
+
+    def selector(self, node, context=None) -> list[str]:
         matchers = node.matchers.matchers
         name = node.name or next((m.value for m in matchers if m.name == "__name__"), "")
         if name in self.derived:
@@ -272,7 +260,7 @@ class _Walker:
         outcomes = [self.expression(expr) for expr in self.derived[name]]
         self.resolving.discard(name)
         problems = [] if any(not o for o in outcomes) else \
-            [f"{'no llmdash alert can fire' if name == ALERTS else f'recorded {name} is empty'}: "
+            [f"{'no llmdash alert can fire' if name == ALERTS_SERIES else f'recorded {name} is empty'}: "
              f"{next(o for o in outcomes if o)[0]}"]
         self.derived_problems[name] = problems
         return problems
@@ -319,7 +307,7 @@ def _rule_checks(model: dict) -> tuple[list[tuple[Check, str]], dict[str, list[s
         for rule in group["rules"]:
             kind, name = ("alert", rule["alert"]) if "alert" in rule else ("record", rule["record"])
             checks.append((Check(kind, group["name"], name, ""), rule["expr"]))
-            derived.setdefault(ALERTS if kind == "alert" else name, []).append(rule["expr"])
+            derived.setdefault(ALERTS_SERIES if kind == "alert" else name, []).append(rule["expr"])
     return checks, derived
 
 

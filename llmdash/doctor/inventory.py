@@ -32,6 +32,7 @@ MAX_METRICS_BYTES = 16 << 20
 MAX_PROMETHEUS_BYTES = 32 << 20      # every answer of one Prometheus together
 LINE_CHARS = 80                      # a page's line quoted in an error
 WINDOW_S = 3600.0                    # Prometheus: series seen in the last hour
+LOOKBACK_S = 300.0                   # Prometheus' default lookback: a range query stepped at it sees every series
 NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # possessive: a backtracking repeat would keep state for every character of a megabyte-long value
 LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*+(?:\\.[^"\\]*+)*+)"\s*(,?)')
@@ -192,8 +193,8 @@ class PrometheusReader:
         self.end = time.time()
         self.start = self.end - window_s
 
-    def _get(self, path: str, params: dict, valid) -> list:
-        """The `data` of GET /api/v1/`path`, which must be a list of items `valid` accepts."""
+    def _get(self, path: str, params: dict, valid):
+        """The `data` of GET /api/v1/`path`, which `valid` must accept."""
         where = f"prometheus at {self.shown}: GET /api/v1/{path}"
         params = params | {"start": f"{self.start:.3f}", "end": f"{self.end:.3f}"}
         try:
@@ -208,7 +209,7 @@ class PrometheusReader:
         except (ValueError, RecursionError):
             body = None
         data = body.get("data") if isinstance(body, dict) else None
-        if status == 200 and isinstance(data, list) and body.get("status") == "success" and all(map(valid, data)):
+        if status == 200 and data is not None and body.get("status") == "success" and valid(data):
             return data
         error = body.get("error") if isinstance(body, dict) else None
         if status == 200 and error is None:
@@ -216,15 +217,78 @@ class PrometheusReader:
         shown = f": {printing.text(error, self.secrets)}" if isinstance(error, str) else ""
         raise LlmdashError(f"{where} failed (HTTP {status}{shown})", EXIT_REMOTE)
 
-    def inventory(self, wanted: set[str]) -> Inventory:
-        """The label sets of every series named in `wanted` under the configured selectors."""
+    def inventory(self, wanted: dict[str, set[str]]) -> Inventory:
+        """The label sets of every series named in `wanted` under the configured selectors, each cut to the
+        labels `wanted` keeps for its name (the rest, such as a pod's target labels, tell replicas apart,
+        which no check needs).
+
+        Prometheus does the cutting: a `count by (__name__, kept labels)` range query a name over the window,
+        stepped at the lookback so every series with a sample in it is counted, answers with one label set
+        per kind of series instead of one per replica (a thousand replicas' series would be tens of MB).
+        Only a histogram whose replicas do not all carry the same buckets (a count per `le` that differs
+        within one label set) is read series by series, so each replica's layout is seen as it is."""
         scope = {"match[]": "{" + ", ".join(m.render() for m in self.matchers) + "}"} if self.matchers else {}
-        names = wanted.intersection(self._get("label/__name__/values", scope, lambda v: isinstance(v, str)))
+        names = sorted(set(wanted).intersection(self._get("label/__name__/values", scope, _is_list_of(str))))
         inventory = Inventory(self.shown, self.secrets)
-        for name in sorted(names):
-            for labels in self._get("series", {"match[]": selector(name, self.matchers)}, _is_label_set):
-                inventory.add(name, {k: v for k, v in labels.items() if k != "__name__"})
+        if not names:
+            return self._found(inventory)
+        matrix = []
+        for name in names:          # one query a name: each answers within a read timeout on a large fleet
+            query = f"count by ({', '.join(sorted(wanted[name] | {'__name__'}))}) ({selector(name, self.matchers)})"
+            matrix += self._get("query_range", {"query": query, "step": f"{LOOKBACK_S:g}"}, _is_matrix)["result"]
+        counts: dict[str, dict[tuple, dict[str, set[str]]]] = {}   # name -> labels but le -> le -> counts seen
+        for item in matrix:
+            labels = {k: v for k, v in item["metric"].items() if k in wanted.get(item["metric"].get("__name__"), ())}
+            name = item["metric"].get("__name__")
+            if name not in wanted:
+                continue
+            inventory.add(name, labels)
+            if "le" in labels:
+                rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+                per_le = counts.setdefault(name, {}).setdefault(rest, {})
+                per_le.setdefault(labels["le"], set()).update(f"{t}={v}" for t, v in item["values"])
+        for name, groups in counts.items():
+            if any(len({frozenset(seen) for seen in per_le.values()}) > 1 for per_le in groups.values()):
+                inventory.series[name] = []         # replicas with different buckets: read each one's
+                for labels in self._get("series", {"match[]": selector(name, self.matchers)}, _is_list_of_labels):
+                    inventory.add(name, {k: v for k, v in labels.items() if k != "__name__"})
+        return self._found(inventory)
+
+    def _found(self, inventory: Inventory) -> Inventory:
         if not inventory.series:
             raise LlmdashError(f"prometheus at {self.shown}: no series of any engine catalog in the last "
                                f"{WINDOW_S / 60:g} min{' under the selectors' if self.matchers else ''}")
         return inventory
+
+
+def _is_list_of(kind):
+    return lambda data: isinstance(data, list) and all(isinstance(v, kind) for v in data)
+
+
+def _is_list_of_labels(data) -> bool:
+    return isinstance(data, list) and all(map(_is_label_set, data))
+
+
+def _is_matrix(data) -> bool:
+    """A range query's answer: {"resultType": "matrix", "result": [{"metric": {...}, "values": [[t, "v"]]}]}."""
+    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+        return False
+    return all(
+        isinstance(item, dict) and _is_label_set(item.get("metric"))
+        and isinstance(item.get("values"), list)
+        and all(isinstance(p, list) and len(p) == 2 and isinstance(p[1], str) for p in item["values"])
+        for item in data["result"])
+
+
+def catalog_series(specs, selectors: dict[str, str], replica: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Every series name an engine catalog lists (a histogram's native one under its base name too) -> the labels
+    the doctor judges on it: the catalogs' labels of that series (every version's), `le` and `quantile`, the labels
+    selectors match on (the config's, and each catalog's defaults such as job) and `replica` (what tells the
+    replicas stored only as native histograms apart)."""
+    always = {"le", "quantile", *selectors, *replica, *(label for spec in specs for label, _ in spec.selectors)}
+    wanted: dict[str, set[str]] = {}
+    for spec in specs:
+        for metric in spec.metrics.values():
+            for series in metric.stored_series:
+                wanted.setdefault(series, set(always)).update(metric.labels)
+    return wanted

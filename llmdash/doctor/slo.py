@@ -6,10 +6,11 @@ Prometheus 3's normalised float, `le="2.0"`), and says which catalogued bucket l
 are (the releases that export it), or that none is, with the bounds seen. The build already refuses a target
 that some catalogued release lacks; a page still lacks it when its release or its deployment exports other
 bounds than the catalog's (a release outside the catalog's range, bounds overridden by configuration). An
-availability SLO counts the failed requests of the catalog's `errors` series: where the series exists but none
-carries the failure's labels, every request counts as good and the SLO can never burn. Either is a problem, like
-a query that will be empty. A failure counter absent altogether is only noted: an exporter that creates it at its
-first increment (TGI) has none until a request fails.
+availability SLO counts the failed requests of the catalog's `errors` series. Either missing is a problem, like a
+query that will be empty: the SLI leaves a replica without it out of its good and valid events, so it cannot burn.
+A failure counter absent altogether is only noted where the exporter creates it at its first increment (TGI): it
+has none until a request fails. Where some replicas have the series and others not, the problem names those left
+out and the coverage (measured over all replicas, the recorded `llm_slo_coverage:ratio` the warning reads).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from llmdash.engines.model import UNIT_TO_SECONDS, EngineSpec, Metric, bucket_fo
 from llmdash.panels.promql import Matcher, bucket_texts, selector
 from llmdash.panels.signals import Signals, fixed_selectors, source_matchers
 from llmdash.panels.slo import Indicator, indicators
+from llmdash.vocabulary import Alert, Role
 
 BOUNDS_SHOWN = 12      # of a layout no catalog lists
 
@@ -45,16 +47,40 @@ class SloCheck:
 def slo_checks(inventory: Inventory, spec: EngineSpec, config) -> list[SloCheck]:
     """The checks of every configured objective that covers `spec`, in config order."""
     checks = []
+    sig = Signals(spec, config, fixed_selectors(spec, config), "5m")
+    replica = sig.instance_group
     for ind in indicators(spec, config):
-        sources = Signals(spec, config, fixed_selectors(spec, config), "5m").sources(ind.role)
+        sources = sig.sources(ind.role)
         if ind.is_latency:
-            checks += _latency(inventory, spec, ind, [s.metric for s in sources])
+            checks += _latency(inventory, spec, ind, [s.metric for s in sources], replica)
         else:
-            checks += [_counter(inventory, ind, source) for source in sources]
+            first_increment = spec.signal(ind.role).appears_at_first_increment
+            requests = [s.series for s in sig.sources(Role.REQUESTS)]
+            checks += [_counter(inventory, ind, source, first_increment, requests, replica) for source in sources]
     return checks
 
 
-def _latency(inventory: Inventory, spec: EngineSpec, ind: Indicator, metrics: list[Metric]) -> list[SloCheck]:
+def _replicas(series: list[dict[str, str]], replica: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The replicas (values of the `replica` labels) among the label sets."""
+    return {tuple(labels.get(label, "") for label in replica) for labels in series}
+
+
+def _uncounted(every: set, measured: set, replica: tuple[str, ...], secrets, what: str) -> str | None:
+    """A problem naming the replicas the SLI leaves out, where some are measured and some not (where none is,
+    the check's own problem says so)."""
+    left_out = sorted(every - measured)
+    if not measured or not left_out:
+        return None
+    named = "; ".join(", ".join(f'{label}="{printing.text(value, secrets)}"' for label, value in zip(replica, r)
+                                if value) or "(no labels)" for r in left_out[:BOUNDS_SHOWN])
+    more = f" … ({len(left_out)} replicas)" if len(left_out) > BOUNDS_SHOWN else ""
+    return (f"{len(left_out)} of {len(every)} replicas have no {what}, so the SLO leaves them out of its good and "
+            f"valid events (coverage {100 * len(measured & every) / len(every):.0f} %, recorded as "
+            f"llm_slo_coverage:ratio; {Alert.SLO_COVERAGE_LOW} warns): {named}{more}")
+
+
+def _latency(inventory: Inventory, spec: EngineSpec, ind: Indicator, metrics: list[Metric],
+             replica: tuple[str, ...]) -> list[SloCheck]:
     """A check per histogram of the SLI on the page (the rules fall back per replica between them); one
     naming the newest when none is."""
     present = [m for m in metrics if f"{m.name}_bucket" in inventory.series]
@@ -70,7 +96,7 @@ def _latency(inventory: Inventory, spec: EngineSpec, ind: Indicator, metrics: li
                          False)
         check.problems.append(f"{names} absent: no histogram to count {ind.objective.kind} events from")
         return [check]
-    return [_bucket(inventory, spec, ind, metric) for metric in present]
+    return [_bucket(inventory, spec, ind, metric, replica) for metric in present]
 
 
 def _target(spec: EngineSpec, metric: Metric, ind: Indicator) -> str:
@@ -78,7 +104,8 @@ def _target(spec: EngineSpec, metric: Metric, ind: Indicator) -> str:
     return " or ".join(f'le="{text}"' for text in bucket_texts(spec.le(bound), bound))
 
 
-def _bucket(inventory: Inventory, spec: EngineSpec, ind: Indicator, metric: Metric) -> SloCheck:
+def _bucket(inventory: Inventory, spec: EngineSpec, ind: Indicator, metric: Metric,
+            replica: tuple[str, ...]) -> SloCheck:
     name = f"{metric.name}_bucket"
     bound = bucket_for(metric, ind.target_seconds)
     texts = bucket_texts(spec.le(bound), bound)
@@ -96,6 +123,10 @@ def _bucket(inventory: Inventory, spec: EngineSpec, ind: Indicator, metric: Metr
             f"{name} has no bucket at the {ind.target_seconds:g}s target ({check.target}): its bounds "
             f"{_scale_note(metric)}nearest it are {nearest or 'none'}, so its recorded series stay empty and its "
             "alerts cannot fire")
+    measured = _replicas([labels for labels in series if labels.get("le") in texts], replica)
+    every = _replicas(series + inventory.series.get(f"{metric.name}_count", []), replica)
+    if problem := _uncounted(every, measured, replica, inventory.secrets, f"bucket at {check.target}"):
+        check.problems.append(problem)
     return check
 
 
@@ -131,19 +162,30 @@ def _layout(spec: EngineSpec, metric: Metric, layout: tuple[tuple[float, str], .
     return f"no catalogued layout; bounds: {shown}{more}" if layout else "no bounds"
 
 
-def _counter(inventory: Inventory, ind: Indicator, source) -> SloCheck:
-    """The failed-request series an availability SLI counts: some series of its name carrying its match."""
+def _counter(inventory: Inventory, ind: Indicator, source, first_increment: bool, requests: list[str],
+             replica: tuple[str, ...]) -> SloCheck:
+    """The failed-request series an availability SLI counts: some series of its name carrying its match. Where
+    the exporter creates it at the first failure, its absence is no failure yet; elsewhere a replica without it
+    cannot be counted and is left out."""
     matchers = source_matchers(source)
     series = inventory.series.get(source.series, [])
-    found = any(all(_matches(m, labels) for m in matchers) for labels in series)
-    check = SloCheck(ind.name, ind.objective.kind, selector(source.series, matchers), "", found)
-    if not series:
-        # exporters that create a counter at its first increment (TGI's metrics-rs) have none before a failure
+    carrying = [labels for labels in series if all(_matches(m, labels) for m in matchers)]
+    check = SloCheck(ind.name, ind.objective.kind, selector(source.series, matchers), "", bool(carrying))
+    if first_increment and not series:
         check.note = (f"{source.series} absent: no request has failed since the engine started, or the engine "
                       "does not export it; until it appears availability reads 100 %")
-    elif not found:
+    elif first_increment and not carrying:
         check.problems.append(f"{source.series} has no series with {', '.join(m.render() for m in matchers)}: "
                               "the SLO counts no failed request, so availability reads 100 % and it cannot burn")
+    elif not carrying:
+        check.problems.append(f"{source.series} has no series with {', '.join(m.render() for m in matchers)}: "
+                              "the SLO cannot count these replicas' failed requests, so it leaves them out of its "
+                              f"valid events (coverage 0 %; {Alert.SLO_COVERAGE_LOW} warns) and cannot burn")
+    elif not first_increment:
+        every = _replicas([labels for name in requests for labels in inventory.series.get(name, [])], replica)
+        if problem := _uncounted(every | _replicas(carrying, replica), _replicas(carrying, replica), replica,
+                                 inventory.secrets, f"{check.series} series"):
+            check.problems.append(problem)
     return check
 
 

@@ -28,13 +28,14 @@ from pathlib import Path
 import yaml
 
 from llmdash.config import Config
-from llmdash.rules.generate import build_rules, rule_group, rule_scope
+from llmdash.rules.generate import build_rules, rule_group
+from llmdash.rules.identity import rule_scope
 from llmdash.lab import scenarios
 from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
 from llmdash.errors import EXIT_REMOTE, LlmdashError
 from llmdash.panels.signals import Signals
-from llmdash.vocabulary import ENGINE_LABEL
+from llmdash.vocabulary import ENGINE_LABEL, Role
 
 NAIVE_THROUGHPUT_DROP = "NaiveThroughputDrop"
 NAIVE_STATIC_LATENCY = "NaiveStaticLatencyP99"
@@ -74,8 +75,9 @@ def naive_rules(spec: EngineSpec, config: Config) -> dict:
     """Two alerts an SRE might write without this project, from the same signals."""
     sig = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     d = config.divergence
-    role = sig.token_latency_role or "ttft"   # a mean-only engine: the naive SRE puts the ITL threshold on the mean
-    threshold = (config.thresholds.itl_p99_seconds if role != "ttft" else config.thresholds.ttft_p99_seconds).critical
+    role = sig.token_latency_role or Role.TTFT   # a mean-only engine: the naive SRE puts the ITL threshold on the mean
+    levels = config.thresholds.itl_p99_seconds if role != Role.TTFT else config.thresholds.ttft_p99_seconds
+    threshold = levels.critical
     rules = [
         {"alert": NAIVE_THROUGHPUT_DROP, "expr": f"{sig.throughput_vs_baseline()} < {1 - d.throughput_band:g}",
          "for": d.alert_for, "labels": {ENGINE_LABEL: spec.id}},
@@ -162,7 +164,7 @@ def _parse(output: str, returncode: int) -> list[Firing]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ScenarioRun:
     engine: str
     scenario: str
     onset_s: float
@@ -194,7 +196,7 @@ class Outcome:
         return [f for f in self.fired(alert) if f not in self._hits(alert)]
 
 
-def _scenario(job: tuple[str, tuple[str, ...], Config, int]) -> list[Outcome]:
+def _scenario(job: tuple[str, tuple[str, ...], Config, int]) -> list[ScenarioRun]:
     """Simulate one scenario with one seed and evaluate every engine's rules on it (one worker process)."""
     name, engines, config, seed = job
     specs = {engine: load_engine(engine) for engine in engines}
@@ -210,12 +212,12 @@ def _scenario(job: tuple[str, tuple[str, ...], Config, int]) -> list[Outcome]:
             onset = onsets.get(engine) or scenario.onset_s
             target = (("instance", replica.instance(engine, model)),) + (
                 (("cluster", replica.cluster),) if replica.cluster else ())
-            outcomes.append(Outcome(engine, name, onset, model, tuple(firings), seed, scenario.duration_s, target))
+            outcomes.append(ScenarioRun(engine, name, onset, model, tuple(firings), seed, scenario.duration_s, target))
     return outcomes
 
 
 def run(engines: tuple[str, ...], config: Config, seed: int = 1, names: tuple[str, ...] = SCENARIOS,
-        progress=lambda message: None, seeds: tuple[int, ...] | None = None) -> list[Outcome]:
+        progress=lambda message: None, seeds: tuple[int, ...] | None = None) -> list[ScenarioRun]:
     """Outcomes for every engine, scenario and seed (`seeds`, else just `seed`); two jobs at a time."""
     for engine in engines:
         load_engine(engine)
@@ -234,7 +236,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:+.1f}"
 
 
-def _detection_cell(runs: list[Outcome], alert: str) -> str:
+def _detection_cell(runs: list[ScenarioRun], alert: str) -> str:
     """min / median / max delay over the seeds (minutes from the first preemption), misses and stray firings."""
     delays = [d for d in (o.delay_s(alert) for o in runs) if d is not None]
     text = "missed" if not delays else (
@@ -249,7 +251,7 @@ def _detection_cell(runs: list[Outcome], alert: str) -> str:
     return text + (f", also on {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}" if stray else "")
 
 
-def _quiet_cell(runs: list[Outcome], alert: str) -> str:
+def _quiet_cell(runs: list[ScenarioRun], alert: str) -> str:
     fired = [o for o in runs if o.fired(alert)]
     if not fired:
         return "silent"
@@ -257,7 +259,7 @@ def _quiet_cell(runs: list[Outcome], alert: str) -> str:
     return f"FALSE in {len(fired)}/{len(runs)} ({_minutes(first)} min)"
 
 
-def _rows(outcomes: list[Outcome], engines: tuple[str, ...], config: Config):
+def _rows(outcomes: list[ScenarioRun], engines: tuple[str, ...], config: Config):
     """(engine, alert, {scenario: cell}) for every alert of every engine's rules and the naive ones."""
     names = [s for s in SCENARIOS if any(o.scenario == s for o in outcomes)]
     for engine in engines:
@@ -269,7 +271,7 @@ def _rows(outcomes: list[Outcome], engines: tuple[str, ...], config: Config):
             yield engine, alert, cells
 
 
-def table(outcomes: list[Outcome], engines: tuple[str, ...], config: Config | None = None) -> str:
+def table(outcomes: list[ScenarioRun], engines: tuple[str, ...], config: Config | None = None) -> str:
     """Markdown: one row per engine and alert, one column per scenario.
 
     Detection columns (kv-collapse, one-bad-replica, long-collapse) give min / median / max delays in
@@ -286,7 +288,7 @@ def table(outcomes: list[Outcome], engines: tuple[str, ...], config: Config | No
     return "\n".join(lines) + "\n"
 
 
-def summary(outcomes: list[Outcome], engines: tuple[str, ...], config: Config | None = None) -> str:
+def summary(outcomes: list[ScenarioRun], engines: tuple[str, ...], config: Config | None = None) -> str:
     """One line per engine: the fastest alert's median per detection scenario, and every false firing."""
     config = config or Config()
     lines = []

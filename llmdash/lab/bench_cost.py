@@ -29,12 +29,14 @@ from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.catalog import load_engine
 from llmdash.engines.model import EngineSpec
 from llmdash.errors import LlmdashError
+from llmdash.inputs import read_text
 from llmdash.lab import replay
 from llmdash.lab.promserver import PrometheusServer
 
 SCRAPE_S = 15
 POINTS = 1000                      # Grafana's default max data points for a panel of ~1000 px
 ANCHOR_NAME = "vLLM overview (anchor)"
+ANCHOR_MAX_BYTES = 16 << 20   # the overview is about 100 KB; a file far larger is not it, and is never read whole
 MAX_SAMPLES = 50_000_000           # Prometheus' default --query.max-samples
 MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct")
 SELECTED_METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
@@ -45,7 +47,7 @@ def grafana_step(range_s: float) -> int:
     return max(SCRAPE_S, math.ceil(range_s / POINTS / SCRAPE_S) * SCRAPE_S)
 
 
-def substitute(expr: str, range_s: float, step: int) -> str:
+def query_as_sent(expr: str, range_s: float, step: int) -> str:
     """The query Grafana sends: built-in intervals filled in, every template variable = All."""
     return variables.substitute(expr, {}, step, range_s, SCRAPE_S, default=variables.ALL)
 
@@ -157,7 +159,7 @@ def measure(server: PrometheusServer, queries: list[Query], start: float, end: f
     costs = []
     for query in queries:
         step = max(grafana_step(end - start), query.min_step_s)
-        expr = substitute(query.expr, end - start, step)
+        expr = query_as_sent(query.expr, end - start, step)
         if query.instant:
             path, params = "query", {"query": expr, "time": f"{end:.0f}"}
         else:
@@ -224,9 +226,12 @@ def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
         progress=lambda message: None) -> tuple[list[Row], dict[int, int]]:
     """Rows for every fleet size, dashboard and mode, and the vLLM rules' samples per minute per size."""
     try:
-        anchor = json.loads(anchor_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise LlmdashError(f"cannot read vLLM's overview dashboard {anchor_path}: {exc}") from None
+        anchor = json.loads(read_text(anchor_path, "file", ANCHOR_MAX_BYTES))
+    except LlmdashError as exc:
+        raise LlmdashError(f"cannot read vLLM's overview dashboard: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise LlmdashError(f"cannot read vLLM's overview dashboard {anchor_path}: "
+                           f"not a dashboard JSON file ({type(exc).__name__})") from None
     spec = load_engine("vllm")
     modes = {"raw": config, "recorded": recorded_config(config)}
     boards = {mode: build_dashboards(cfg) for mode, cfg in modes.items() if cfg is not None}

@@ -14,6 +14,7 @@ Run: `python -m llmdash.lab.bench_slo` (minutes; not part of the test suite).
 from __future__ import annotations
 
 import re
+import math
 import sys
 import time
 
@@ -34,14 +35,20 @@ CONFIG = Config(engines=("vllm",), slo=Slo(objectives=OBJECTIVES))
 RANGE = re.compile(r"\[(\d+[smhdw])(?::(\d+[smhdw]))?\]")
 
 
+def _reads_raw(expr: str) -> bool:
+    """Whether a rule reads raw series: the per-evaluation increments (`x - x offset 1m`), or the coverage's
+    presence of raw series (no recorded `llm_slo_` series in it)."""
+    return " offset " in expr or "llm_slo_" not in expr
+
+
 def full_window_samples(expr: str) -> int:
     """Samples one evaluation reads from recorded series once every window is full (1 per minute recorded, or
     1 per subquery step); 0 for raw reads, which are measured."""
-    if "rate(" in expr:
+    if _reads_raw(expr):
         return 0
     total = 0
-    for window, step in RANGE.findall(expr):
-        total += int(seconds(window) // (seconds(step) if step else 60))
+    for window, step in RANGE.findall(expr):   # ranges are half a step short of their window: round up
+        total += math.ceil(seconds(window) / (seconds(step) if step else 60))
     return total or expr.count("llm_slo_")   # a ratio of two instant reads
 
 
@@ -72,8 +79,8 @@ def main() -> None:
             server.start()
             replay.prometheus_record(server, [records], end - HOURS * 3600, end)
             costs = measure(server, slo_rules, end)
-            raw = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" in r["expr"])
-            derived = sum(n for (name, n), r in zip(costs, slo_rules) if "rate(" not in r["expr"])
+            raw = sum(n for (name, n), r in zip(costs, slo_rules) if _reads_raw(r["expr"]))
+            derived = sum(n for (name, n), r in zip(costs, slo_rules) if not _reads_raw(r["expr"]))
             steady = sum(full_window_samples(r["expr"]) for r in slo_rules) * 2   # 2 models
             others = sum(n for _, n in measure(server, [r for r in group["rules"] if r not in slo_rules], end))
             print(f"{replicas:>4} replicas/model: SLO rules read {raw * per_minute:,.0f} raw + "

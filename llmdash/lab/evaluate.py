@@ -30,7 +30,7 @@ def seconds(duration: str) -> float:
         raise LlmdashError(str(exc)) from None
 
 
-def substitute(expr: str, values: dict[str, str], step_s: float, range_s: float,
+def concrete_query(expr: str, values: dict[str, str], step_s: float, range_s: float,
                scrape_s: float = SCRAPE_INTERVAL_S) -> str:
     """Concrete PromQL: Grafana's built-in and dashboard variables replaced; an unknown variable is an error."""
     return grafana.substitute(expr, values, step_s, range_s, scrape_s)
@@ -144,7 +144,7 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
         for target in panel.get("targets", []):
             if not target.get("expr") or target.get("hide"):
                 continue
-            expr = substitute(target["expr"], variables, step, range_s, scrape_s)
+            expr = concrete_query(target["expr"], variables, step, range_s, scrape_s)
             series = _series(server.query_range(expr, start, end, step))
             result.targets.append(TargetResult(row, result.title, target.get("refId", ""), expr, series,
                                                target.get("legendFormat", "")))
@@ -157,7 +157,7 @@ def evaluate_dashboard(dashboard: dict, server, start: float, end: float, step_s
             if ann.get("builtIn") or not target.get("expr") or not ann.get("enable", True):
                 continue
             ann_step = max(seconds(target.get("interval") or "60s"), step_s)
-            expr = substitute(target["expr"], variables, ann_step, range_s, scrape_s)
+            expr = concrete_query(target["expr"], variables, ann_step, range_s, scrape_s)
             series = _series(server.query_range(expr, start, end, ann_step))
             regions[ann["name"]] = to_regions(ann["name"], series, ann_step)
             colours[ann["name"]] = ann.get("iconColor", "")

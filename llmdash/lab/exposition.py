@@ -122,20 +122,28 @@ class Registry:
 
         With a timestamp the lines are OpenMetrics (TYPE names without _total); without one
         they are the Prometheus text format a live /metrics serves. `declared` remembers
-        which families already had their TYPE line in a long backfill file.
+        which families already had their HELP line in a long backfill file. In a backfill file a
+        family's TYPE line comes again wherever its samples follow another family's: Prometheus 3's
+        promtool normalises `le` and `quantile` only under their family's TYPE (the parser's current
+        type), so a bucket after another family's TYPE would be stored as written, `le="5000"` beside
+        `le="5000.0"`, where its scrape stores one series.
         """
         ts = "" if timestamp is None else f" {timestamp:.3f}"
         out: list[str] = []
         seen = set() if declared is None else declared
+        current = None
         for s in self.series:
             m = s.metric
+            family = m.name
+            if timestamp is not None and m.type == "counter" and family.endswith("_total"):
+                family = family[: -len("_total")]
             if m.name not in seen:
                 seen.add(m.name)
-                family = m.name
-                if timestamp is not None and m.type == "counter" and family.endswith("_total"):
-                    family = family[: -len("_total")]
                 out.append(f"# HELP {family} {m.help}")
                 out.append(f"# TYPE {family} {m.type}")
+            elif timestamp is not None and family != current:
+                out.append(f"# TYPE {family} {m.type}")
+            current = family
             heads = self._heads(s, extra)
             if m.type == "histogram":
                 cum = s.cell.cumulative()

@@ -14,6 +14,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -37,6 +39,31 @@ def find_binary(name: str, hint: str = INSTALL_HINT) -> str:
     if not path:
         raise LlmdashError(f"{name} not found: {hint}")
     return path
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Which build of the servers to run. `binaries` None: the commands on PATH (Debian's packages, what
+    `llmdash demo` and the benchmarks use); else the path of each binary this stack has, and no other (a
+    binary it lacks is an error, never silently the one on PATH). The test suite runs the oldest supported
+    stack (Debian's) and the current one (built from the Go module proxy, tests/support/stacks.py)."""
+
+    name: str = "Debian's packages"
+    binaries: Mapping[str, str] | None = None
+    hint: str = ""          # how to get this stack's binaries, instead of the per-binary install hint
+
+    def binary(self, name: str, hint: str = INSTALL_HINT) -> str:
+        if self.binaries is None:
+            return find_binary(name, hint)
+        path = self.binaries.get(name)
+        if path is None:
+            raise LlmdashError(f"{name} is not part of {self.name}")
+        if not os.access(path, os.X_OK):
+            raise LlmdashError(f"{name} of {self.name} not found at {path}: {self.hint or hint}")
+        return path
+
+
+ON_PATH = Stack()
 
 
 def free_port() -> int:
@@ -144,16 +171,17 @@ class PrometheusServer(LocalServer):
     """One local Prometheus. Backfill before `start()`; use as a context manager.
 
     `rule_files` and `evaluation_interval` are passed into its configuration so alert and
-    recording rules can be evaluated against backfilled data.
+    recording rules can be evaluated against backfilled data; `stack` says whose prometheus and promtool.
     """
 
     log_name = "prometheus.log"
     ready_path = "/-/ready"
 
     def __init__(self, rule_files: tuple[str | Path, ...] = (), evaluation_interval: str = "15s",
-                 scrape_interval: str = "15s", scrape_configs: list[dict] | None = None):
-        self.prometheus = find_binary("prometheus")
-        self.promtool = find_binary("promtool")
+                 scrape_interval: str = "15s", scrape_configs: list[dict] | None = None, stack: Stack = ON_PATH):
+        self.stack = stack
+        self.prometheus = stack.binary("prometheus")
+        self.promtool = stack.binary("promtool")
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-prom-"))
         self.data = self.dir / "data"
         self.data.mkdir()
@@ -166,9 +194,10 @@ class PrometheusServer(LocalServer):
         self.proc: subprocess.Popen | None = None
         self.session = requests.Session()
 
-    def backfill(self, openmetrics_file: str | Path) -> None:
-        """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks."""
-        if self.proc is not None:
+    def backfill(self, openmetrics_file: str | Path, then_restart: bool = False) -> None:
+        """Turn an OpenMetrics file (timestamps in seconds, `# EOF` last) into TSDB blocks. A running server
+        loads new blocks only when it starts: `then_restart` says the caller will `restart()` it."""
+        if self.proc is not None and not then_restart:
             raise RuntimeError("backfill before start(): a running server does not load new blocks")
         result = subprocess.run(
             [self.promtool, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_file), str(self.data)],

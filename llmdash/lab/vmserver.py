@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 
 from llmdash.errors import LlmdashError
-from llmdash.lab.promserver import LocalServer, QueryAPI, find_binary, free_port
+from llmdash.lab.promserver import ON_PATH, LocalServer, QueryAPI, Stack, free_port
 from llmdash.redact import safe_line
 
 INSTALL_HINT = ("install it with `apt-get install victoria-metrics` (Debian/Ubuntu; it brings vmalert), "
@@ -44,8 +44,9 @@ class VictoriaMetricsServer(LocalServer):
     log_name = "victoria-metrics.log"
     ready_path = "/health"
 
-    def __init__(self, latency_offset: str = "30s"):
-        self.binary = find_binary("victoria-metrics", INSTALL_HINT)
+    def __init__(self, latency_offset: str = "30s", stack: Stack = ON_PATH):
+        self.stack = stack
+        self.binary = stack.binary("victoria-metrics", INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vm-"))
         self.latency_offset = latency_offset
         self.port = 0
@@ -90,9 +91,9 @@ class VictoriaMetricsServer(LocalServer):
         self.session.get(f"{self.url}/internal/force_flush", timeout=60)
 
 
-def vmalert_check(rule_file: str | Path) -> str | None:
-    """vmalert 1.79's check of a rule file (`-dryRun`): None when it loads, else vmalert's reason."""
-    vmalert = find_binary("vmalert", INSTALL_HINT)
+def vmalert_check(rule_file: str | Path, stack: Stack = ON_PATH) -> str | None:
+    """vmalert's check of a rule file (`-dryRun`) by `stack`'s vmalert: None when it loads, else its reason."""
+    vmalert = stack.binary("vmalert", INSTALL_HINT)
     result = subprocess.run([vmalert, "-dryRun", f"-rule={rule_file}", "-loggerLevel=ERROR"],
                             capture_output=True, text=True, timeout=60)
     if result.returncode == 0:
@@ -109,7 +110,7 @@ def vmalert_replay(rule_files: list[str | Path], datasource: QueryAPI, write_to:
     interval, so both are set), reading from `datasource` and writing recorded series and `ALERTS` into
     `write_to`. A group's rules read one another only if they were replayed in an earlier call: pass
     one dependency level at a time."""
-    vmalert = find_binary("vmalert", INSTALL_HINT)
+    vmalert = write_to.stack.binary("vmalert", INSTALL_HINT)
     args = [vmalert, *(f"-rule={f}" for f in rule_files), f"-datasource.url={datasource.url}",
             f"-remoteWrite.url={write_to.url}", f"-replay.timeFrom={rfc3339(start)}", f"-replay.timeTo={rfc3339(end)}",
             f"-datasource.queryStep={interval}", f"-evaluationInterval={interval}", "-replay.disableProgressBar",
@@ -135,7 +136,7 @@ class VmalertServer(LocalServer):
 
     def __init__(self, rule_files: list[str | Path], datasource: VictoriaMetricsServer, notifier_url: str,
                  interval: str = "1m", query_time_alignment: bool = True):
-        self.binary = find_binary("vmalert", INSTALL_HINT)
+        self.binary = datasource.stack.binary("vmalert", INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-vmalert-"))
         self.rule_files, self.datasource = rule_files, datasource
         self.notifier_url, self.interval = notifier_url, interval

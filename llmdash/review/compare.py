@@ -195,6 +195,8 @@ def diff_dashboard(old: dict | None, new: dict | None) -> list[Change]:
         changes = [Change("dashboard-added", "dashboard", None, _text(new.get("title")))]
         return changes + _panel_changes({"panels": []}, new)
     if new is None:
+        if is_v2(old):
+            return diff_dashboard(classic_view(normalise(old)), None)
         return [Change("dashboard-removed", "dashboard", _text(old.get("title")), None)]
     if is_v2(old) or is_v2(new):
         return _diff_v2(old, new)

@@ -75,7 +75,7 @@ def _sides(change: Change) -> str:
 
 def _values(change: Change, show) -> str:
     if change.before is None:
-        return show(change.after)
+        return show(_absent(change.after))   # both absent: a dashboard without a title added or removed
     if change.after is None:
         return show(change.before)
     return f"{show(change.before)} -> {show(change.after)}"

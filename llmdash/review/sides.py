@@ -18,8 +18,12 @@ run: every side is built by the installed llmdash, in this process, from that si
 revision, each refused above its size limit before it is read, so no file of a revision is ever
 held whole in memory on trust. Building each side with its own code (old revisions with the code
 they shipped with) is the user's explicit choice, `--build-with-revision-code`, never the
-revision's: that code runs in a child process whose environment holds no Grafana settings and
-no credentials.
+revision's: that code runs in a child process whose environment is built from an allow-list
+(`revision_code_environment`): PATH, LANG, LC_*, TZ and TMPDIR from the reviewer's, a fresh empty HOME
+and XDG directories in a temporary directory, and nothing else but the variables the reviewer names
+with `--pass-env NAME`. So no token, password, cloud or CI credential variable reaches it, and no
+~/.netrc, ~/.aws/credentials or ~/.config/gh/hosts.yml is found through HOME. It is no sandbox: the code
+runs as the reviewer, and a file it names by its absolute path it can read.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from llmdash.engines.catalog import CATALOG_DIR_ENV
+from llmdash import safepath
 from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES, read_text
-from llmdash.redact import safe_line, scrub
+from llmdash.redact import safe_line
 from llmdash.review.compare import MAX_OUTPUT_BYTES, BuildOutput, load_output
 
 BUILD_TIMEOUT_SECONDS = 600
@@ -55,8 +60,13 @@ OWN_CODE_BUILD = ("import importlib, sys; sys.meta_path[:] = [f for f in sys.met
                   "module, function = sys.argv[1:3]; sys.argv[1:3] = []; sys.argv[0] = 'llmdash'; "
                   "getattr(importlib.import_module(module), function)()")
 ENTRY_POINT = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*)")
-# A variable a revision's code must not see: Grafana's settings, and anything named like a credential.
-SECRET_NAME = re.compile(r"^GRAFANA_|TOKEN|PASS|SECRET|KEY|CREDENTIAL|AUTH", re.IGNORECASE)
+# The reviewer's variables a revision's code sees (besides those named with --pass-env): what finds
+# programs, speaks the reviewer's language and time zone, and where temporary files go.
+PASSED_VARIABLES = ("PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+PASSED_PREFIX = "LC_"
+# Pointed at empty folders of a fresh temporary HOME, so no configuration or credential file is found there.
+XDG_DIRECTORIES = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share",
+                   "XDG_STATE_HOME": ".local/state", "XDG_RUNTIME_DIR": "run"}
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,8 @@ def committed(ws: Workspace, workdir: Path) -> Side:
     return Side(load_output(ws.in_tree(extracted) / "generated", f"HEAD:{generated}"), "generated/ at HEAD")
 
 
-def revision(ws: Workspace, name: str, workdir: Path, config: Path | None, own_code: bool = False) -> Side:
+def revision(ws: Workspace, name: str, workdir: Path, config: Path | None, own_code: bool = False,
+             pass_env: tuple[str, ...] = ()) -> Side:
     """The build of git revision `name`, built once per commit even when both sides name it."""
     commit = resolve_revision(ws, name)
     tree, out = workdir / f"tree-{commit}", workdir / f"out-{commit}"
@@ -112,15 +123,16 @@ def revision(ws: Workspace, name: str, workdir: Path, config: Path | None, own_c
     project = ws.in_tree(tree)
     config, config_label = _side_config(project, config, f"{CONFIG_FILE} at {_short(name)}")
     if not out.exists():
-        _build(tree, project, out, config, f"revision {name}", own_code)
+        _build(tree, project, out, config, f"revision {name}", own_code, pass_env)
     return Side(load_output(out), f"{_short(name)} (config: {config_label})")
 
 
-def working_tree(ws: Workspace, workdir: Path, config: Path | None, own_code: bool = False) -> Side:
+def working_tree(ws: Workspace, workdir: Path, config: Path | None, own_code: bool = False,
+                 pass_env: tuple[str, ...] = ()) -> Side:
     """The build of the working tree, with its own `./llmdash.yaml` unless `config` is given."""
     config, config_label = _side_config(ws.project, config, f"./{CONFIG_FILE}")
     out = workdir / "out-working-tree"
-    _build(ws.repo or ws.project, ws.project, out, config, "the working tree", own_code)
+    _build(ws.repo or ws.project, ws.project, out, config, "the working tree", own_code, pass_env)
     return Side(load_output(out), f"working tree (config: {config_label})")
 
 
@@ -142,11 +154,12 @@ def _side_config(project: Path, override: Path | None, committed_label: str) -> 
     return None, "defaults"
 
 
-def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str, own_code: bool) -> None:
+def _build(tree: Path, project: Path, out: Path, config: Path | None, label: str, own_code: bool,
+           pass_env: tuple[str, ...]) -> None:
     # A build of an old revision takes seconds; say what is happening rather than sit silent.
     print(f"building {label}...", file=sys.stderr, flush=True)
     if own_code:
-        _build_with_own_code(tree, project, out, config, label)
+        _build_with_own_code(tree, project, out, config, label, pass_env)
     else:
         _build_with_installed_code(tree, out, config, label)
 
@@ -196,15 +209,17 @@ def _catalogs(directory: Path | None) -> Iterator[None]:
             os.environ[CATALOG_DIR_ENV] = saved
 
 
-def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | None, label: str) -> None:
+def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | None, label: str,
+                         pass_env: tuple[str, ...]) -> None:
     """Run `llmdash [--config FILE] build --out OUT` with the code in `tree`, laid out as its pyproject installs it."""
     pyproject = _pyproject(tree)
     entry = ENTRY_POINT.fullmatch(str(pyproject.get("project", {}).get("scripts", {}).get("llmdash", "")).strip())
     if entry is None:
         raise LlmdashError(f"building {label} failed: its pyproject.toml declares no llmdash command")
-    with tempfile.TemporaryDirectory(prefix="llmdash-code-") as staging:
+    with tempfile.TemporaryDirectory(prefix="llmdash-code-") as staging, \
+            tempfile.TemporaryDirectory(prefix="llmdash-home-") as home:
         _stage_packages(tree, pyproject.get("tool", {}).get("setuptools", {}), Path(staging))
-        env = _revision_code_environment(os.environ)
+        env = revision_code_environment(os.environ, Path(home), pass_env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [staging, env.get("PYTHONPATH")]))
         config_args = ["--config", str(config)] if config else []
         command = [sys.executable, "-P", "-c", OWN_CODE_BUILD, entry["module"], entry["function"], *config_args,
@@ -219,11 +234,16 @@ def _build_with_own_code(tree: Path, project: Path, out: Path, config: Path | No
         raise LlmdashError(f"building {label} failed: {reason.removeprefix('error: ')}")
 
 
-def _revision_code_environment(environ: dict[str, str]) -> dict[str, str]:
-    """`environ` without what a revision's code must not see: GRAFANA_* and every variable named like a
-    credential (token, password, secret, key, auth) or holding one (a URL with a password, a bearer token)."""
-    return {name: value for name, value in environ.items()
-            if not SECRET_NAME.search(name) and scrub(value) == value}
+def revision_code_environment(environ, home: Path, pass_env: tuple[str, ...] = ()) -> dict[str, str]:
+    """The whole environment a revision's code runs with: the allow-listed variables of `environ`, the
+    ones the reviewer named (`--pass-env`), and HOME and the XDG directories inside the empty `home`."""
+    env = {name: value for name, value in environ.items()
+           if name in PASSED_VARIABLES or name.startswith(PASSED_PREFIX) or name in pass_env}
+    env["HOME"] = str(home)
+    for name, folder in XDG_DIRECTORIES.items():
+        (home / folder).mkdir(parents=True, exist_ok=True, mode=0o700)
+        env[name] = str(home / folder)
+    return env
 
 
 def _stage_packages(tree: Path, setuptools: dict, staging: Path) -> None:
@@ -279,6 +299,10 @@ def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: 
             continue
         found = True
         shown = f"{_short(name)}:{file}"
+        # A name git hands over is the branch author's: checked before anything about it is used.
+        target = safepath.inside(destination, file, f"{_short(name)}: git entry")
+        if not PurePosixPath(file).is_relative_to(path):
+            raise LlmdashError(f"{_short(name)}: git entry {safepath.shown(file)} is not under {path}/")
         if kind != "blob" or mode not in ("100644", "100755"):
             raise LlmdashError(f"{safe_line(shown)}: {what} is not a plain file (git mode {mode})")
         if int(size) > limit:
@@ -286,9 +310,12 @@ def _copy_files(ws: Workspace, commit: str, name: str, destination: Path, path: 
         content = _git(ws.repo, "cat-file", "blob", blob, binary=True)
         if content.returncode != 0:
             raise LlmdashError(f"git cat-file {blob[:12]} failed")
-        target = destination.joinpath(*PurePosixPath(file).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.stdout)
+        try:
+            with open(target, "xb") as handle:  # a fresh file in the private work directory, never one that exists
+                handle.write(content.stdout)
+        except OSError as exc:  # a tree listing one name twice, or a name the file system refuses
+            raise LlmdashError(f"{safe_line(shown)}: cannot extract {what} ({exc.strerror or exc})") from None
     return found
 
 

@@ -23,12 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmdash.atomic import MANIFEST, SWAP_PAUSE_ENV, regular_file_text
+from llmdash.atomic import MANIFEST, regular_file_text
 from llmdash.config import Config, load_config
 from llmdash.engines.catalog import CATALOG_DIR, _Parser, load_catalog
 from llmdash.errors import LlmdashError
 from llmdash.inputs import MAX_BYTES
 from tests.cli.test_cli import llmdash, snapshot
+from tests.support.handshake import Halfway
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.process   # runs the llmdash command in a fresh interpreter, as a user does
@@ -332,13 +333,6 @@ def start(*args, env=None) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
 
 
-def wait_for(condition, timeout=60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def half_renamed(out: Path, expected: dict[str, bytes]):
     """True once some file under `out` has its new content: the renames have begun."""
     return lambda: any(regular_file_text(out / rel) == content.decode() for rel, content in expected.items())
@@ -346,13 +340,15 @@ def half_renamed(out: Path, expected: dict[str, bytes]):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, fresh_build, signum):
+def test_signal_during_the_renames_waits_for_all_of_them(tmp_path, tmp_path_factory, fresh_build, signum):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
-    # paused halfway through the renames, long enough for a loaded machine's poll to see it before it ends
-    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "5"})
-    wait_for(half_renamed(out, fresh_build))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    build = start("build", "--out", str(out), env=halfway.env)
+    halfway.wait(build)
+    assert half_renamed(out, fresh_build)()
     build.send_signal(signum)
+    halfway.resume(build)
     _, stderr = build.communicate(timeout=60)
     assert build.returncode in (130, -signum) and "Traceback" not in stderr
     assert snapshot(out) == {**fresh_build, "dashboards/NOTES.md": b"ours\n"}  # no temporary file either
@@ -377,11 +373,14 @@ def test_sigint_at_random_moments_leaves_old_or_new_never_a_mix(tmp_path, fresh_
 
 
 @pytest.mark.e2e
-def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, fresh_build):
+def test_leftovers_of_a_killed_build_are_never_output_and_the_next_build_cleans_up(tmp_path, tmp_path_factory,
+                                                                                   fresh_build):
     out = tmp_path / "gen"
     stale_tree(out, fresh_build)
-    build = start("build", "--out", str(out), env={SWAP_PAUSE_ENV: "30"})
-    wait_for(half_renamed(out, fresh_build))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    build = start("build", "--out", str(out), env=halfway.env)
+    halfway.wait(build)
+    assert half_renamed(out, fresh_build)()
     build.kill()  # SIGKILL cannot wait: half the files are renamed, the others still temporary
     build.communicate(timeout=60)
     temporary = [p.name for p in out.rglob(".*") if p.name != MANIFEST]
@@ -436,15 +435,18 @@ def test_provision_with_a_fifo_named_json_does_not_hang(tmp_path):
 
 
 @pytest.mark.e2e
-def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path):
+def test_signal_during_the_provision_renames_leaves_a_whole_layout(tmp_path, tmp_path_factory):
     target = tmp_path / "gitops"
     assert llmdash("provision", str(target)).returncode == 0
     complete = snapshot(target)
     for path in (target / "dashboards").glob("*.json"):
         path.write_text("{}\n")
-    run = start("provision", str(target), env={SWAP_PAUSE_ENV: "5"})
-    wait_for(half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")}))
+    halfway = Halfway(tmp_path_factory.mktemp("handshake"))
+    run = start("provision", str(target), env=halfway.env)
+    halfway.wait(run)
+    assert half_renamed(target, {rel: c for rel, c in complete.items() if rel.startswith("dashboards/")})()
     run.send_signal(signal.SIGINT)
+    halfway.resume(run)
     run.communicate(timeout=60)
     assert run.returncode == 130
     assert snapshot(target) == complete and leftovers(target) == []
@@ -465,6 +467,13 @@ def test_usage_errors_are_one_line(args, fragment):
                                    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
                          ids=["recursion", "memory", "unicode"])
 def test_a_parser_error_that_slips_through_is_still_one_line_exit_2(monkeypatch, capsys, error):
+    code, stderr = main_raising(monkeypatch, capsys, error)
+    assert code == 2
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1
+
+
+def main_raising(monkeypatch, capsys, error) -> tuple[int, str]:
+    """(exit code, stderr) of the `llmdash` entry point when the command it runs raises `error`."""
     from llmdash.cli import main as cli_main
 
     def explode(*_args, **_kwargs):
@@ -473,7 +482,17 @@ def test_a_parser_error_that_slips_through_is_still_one_line_exit_2(monkeypatch,
     monkeypatch.setattr(cli_main.cli, "main", explode)
     with pytest.raises(SystemExit) as exited:
         cli_main.main()
-    assert exited.value.code == 2
-    stderr = capsys.readouterr().err
-    assert stderr.startswith("error: ") and stderr.count("\n") == 1
+    return exited.value.code, capsys.readouterr().err
+
+
+def test_an_error_from_any_module_is_scrubbed_and_escaped(monkeypatch, capsys):
+    """Issue 28: every CLI error goes through redact.error_line (a config value's URL kept its password)."""
+    error = LlmdashError("x.yaml: got 'https://ops:PW-1@wiki/x'\nsecond")
+    assert main_raising(monkeypatch, capsys, error) == (2, "error: x.yaml: got 'https://***@wiki/x'\\x0asecond\n")
+
+
+def test_a_text_encoding_failure_says_so_rather_than_input_too_large(monkeypatch, capsys):
+    failure = UnicodeEncodeError("ascii", "g\xe9n", 1, 2, "ordinal not in range(128)")
+    assert main_raising(monkeypatch, capsys, failure) == (
+        2, "error: text that ascii cannot carry (UnicodeEncodeError); use a UTF-8 locale such as LANG=C.UTF-8\n")
 

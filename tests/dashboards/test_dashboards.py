@@ -26,9 +26,20 @@ def rows(dashboard):
     return grouped
 
 
-@pytest.mark.parametrize("engine", sorted(SPECS))
-def test_dashboard_is_valid_for_its_catalog(engine, default_build):
-    assert validate_dashboard(default_build[engine], SPECS[engine]) == []
+def test_the_build_refuses_a_dashboard_its_validator_rejects(monkeypatch, default_build):
+    """`build_dashboards` validates every dashboard it builds (so a built one is valid by construction, and
+    is not re-checked here): one reading a raw counter outside rate() is refused, naming the engine and why."""
+    import llmdash.build as build
+
+    def broken(spec, config):
+        model = json.loads(json.dumps(default_build[spec.id]))
+        model["panels"][1]["targets"][0]["expr"] = "vllm:generation_tokens_total"
+        return model
+
+    monkeypatch.setattr(build, "build_dashboard", broken)
+    with pytest.raises(LlmdashError, match=r"^the dashboard for vllm is invalid: .*counter "
+                                           r"'vllm:generation_tokens_total' is used outside rate\(\)/increase\(\)"):
+        build_dashboards(Config(engines=("vllm",)))
 
 
 @pytest.mark.parametrize("engine", sorted(SPECS))

@@ -151,3 +151,13 @@ def test_grouping_labels_follow_the_config():
     expr = panel(built["vllm"], "Output tokens/s")["targets"][0]["expr"]
     assert expr.startswith("sum by (region, model_name) (") and "cluster" not in expr
     assert "region_model_name:llm_output_tokens:rate5m" in " ".join(e for _, e in expressions(built[FLEET]))
+
+
+@pytest.mark.parametrize("instance_label, title", [("instance", "{{model_name}} {{instance}}"),
+                                                   ("pod", "{{model_name}} {{pod}}")])
+def test_the_preemption_pages_annotation_titles_each_page_with_the_configured_instance_label(instance_label, title):
+    """Issue 28: the title read {{instance}} whatever fleet.instance_label was, so with `pod` it rendered empty."""
+    config = replace(Config(), engines=("vllm",), fleet=replace(Config().fleet, instance_label=instance_label))
+    annotations = build_dashboards(config)[FLEET]["annotations"]["list"]
+    (pages,) = [a for a in annotations if a.get("name") == "Preemption pages"]
+    assert pages["titleFormat"] == title

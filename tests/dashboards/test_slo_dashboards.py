@@ -17,7 +17,8 @@ ENGINES = ["vllm", "sglang"]
 OBJECTIVES = [{"name": "ttft", "target_seconds": 1, "objective": 0.999},
               {"name": "token_latency", "target_seconds": 0.1, "objective": 0.99},
               {"name": "availability", "objective": 0.999, "engines": ["vllm"]}]
-SLO_PANELS = (PANEL_TITLES[Panel.SLO_BUDGET], PANEL_TITLES[Panel.SLO_BURN_RATE], PANEL_TITLES[Panel.SLO_ATTAINMENT])
+SLO_PANELS = (PANEL_TITLES[Panel.SLO_BUDGET], PANEL_TITLES[Panel.SLO_BURN_RATE], PANEL_TITLES[Panel.SLO_ATTAINMENT],
+              PANEL_TITLES[Panel.SLO_COVERAGE])
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,22 @@ def test_each_engine_dashboard_has_the_error_budget_row(built, engine):
         assert read and all(f"`{name}" in panel["description"] for name in read), panel["title"]
         assert "vllm:" not in " ".join(exprs) and "sglang:" not in " ".join(exprs)   # recorded series only
     assert schema_problems(dashboards[engine]) == []
+
+
+def test_the_error_budget_panels_say_what_counts_as_valid_good_and_bad(built):
+    """vLLM's availability leaves the client's aborts out; a latency SLI counts only the replicas with the
+    target's bucket; SGLang has no availability objective (limited to vLLM), so its panels name none."""
+    dashboards, _ = built
+    for panel in rows(dashboards["vllm"])["Error budget"]:
+        text = panel["description"]
+        assert ('availability: valid events are finished requests, `vllm:request_success_total`, less the '
+                "client's aborts, `vllm:request_success_total{finished_reason=\"abort\"}`") in text, panel["title"]
+        assert 'bad: failed requests, `vllm:request_success_total{finished_reason=\"error\"}`' in text
+        assert ("ttft: valid events are observations, `vllm:time_to_first_token_seconds_count`, of the replicas "
+                "exporting the target's bucket") in text
+    for panel in rows(dashboards["sglang"])["Error budget"]:
+        assert "availability:" not in panel["description"] and "`sglang:time_to_first_token_seconds_bucket`" in \
+            panel["description"]
 
 
 def test_the_fleet_lists_models_by_budget_left_worst_first(built):

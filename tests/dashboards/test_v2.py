@@ -86,7 +86,18 @@ def test_v2_twin_keeps_units_thresholds_and_rows(name):
     assert got == wanted
     rows = [r["spec"] for r in resource["spec"]["layout"]["spec"]["rows"]]
     assert [r["title"] for r in rows] == [p["title"] for p in classic["panels"] if p["type"] == "row"]
-    assert [r["title"] for r in rows if r["collapse"]] == ["Instances"]   # the drill-down, whatever the engine
+    # both schemas open alike: a v2 row is collapsed exactly where its classic twin's row is
+    assert [(r["title"], r["collapse"]) for r in rows] == \
+        [(p["title"], p.get("collapsed", False)) for p in classic["panels"] if p["type"] == "row"]
+
+
+def test_a_collapsed_classic_row_is_collapsed_in_v2_and_an_expanded_one_expanded():
+    classic, _ = _pair("vllm")
+    classic = copy.deepcopy(classic)
+    queue = next(p for p in classic["panels"] if p["type"] == "row" and p["title"] == "Queue")
+    queue["collapsed"] = True
+    rows = {r["spec"]["title"]: r["spec"]["collapse"] for r in v2.to_v2(classic)["spec"]["layout"]["spec"]["rows"]}
+    assert rows["Queue"] is True and rows["Instances"] is False
 
 
 def _sizes(resource):

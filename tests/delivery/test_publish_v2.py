@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import requests
 from click.testing import CliRunner
 
 from llmdash.cli.delivery import publish_command
@@ -156,3 +157,36 @@ def test_cli_schema_option(grafana):
     assert "dashboard API: /apis/dashboard.grafana.app/v2 (namespace default, schema v2)" in result.output
     result = CliRunner().invoke(publish_command, ["--retry-backoff", "0.01", "--schema", "v1", "vllm"], env=env)
     assert result.exit_code == EXIT_DRIFT and "stored in Grafana as schema v2" in result.output
+
+
+# Issue 28: publish decides "unedited" and writes from what the GET answered; Kubernetes' API conventions say a
+# GET by name answers that object (metadata.name) with its resourceVersion, which a conditional update sends back.
+def _edit(spec):
+    element_query(spec).update(expr="edited_during_incident")
+
+
+def _object_as_served(fake, name: str) -> dict:
+    return requests.get(f"{fake.url}{V2_COLLECTION}/{name}", headers={"Authorization": f"Bearer {TOKEN}"},
+                        timeout=10).json()
+
+
+@pytest.mark.parametrize("answer", ["another dashboard", "no name", "no resourceVersion"])
+def test_a_read_answered_with_another_object_is_refused_before_any_write(start_grafana, answer):
+    fake = start_grafana(version="13.0.0", resource_versions=GRAFANA_13, ignores_resource_version=True)
+    assert run(fake, built("vllm", "sglang"))[0] == EXIT_OK
+    fake.ui_save("llmdash-vllm", _edit)
+    served = _object_as_served(fake, "llmdash-sglang" if answer == "another dashboard" else "llmdash-vllm")
+    if answer == "no name":
+        del served["metadata"]["name"]
+    if answer == "no resourceVersion":
+        served["metadata"]["resourceVersion"] = ""
+    fake.fail("GET", f"{V2_COLLECTION}/llmdash-vllm", status=200, payload=served, times=10)
+    writes = len(fake.writes)
+    expected = {"another dashboard": "with object 'llmdash-sglang'; refusing to write over it",
+                "no name": "with an object without metadata.name; refusing to write over it",
+                "no resourceVersion": "without a metadata.resourceVersion"}[answer]
+    with pytest.raises(LlmdashError, match=expected) as refused:
+        run(fake, built("vllm"))
+    assert refused.value.exit_code == 3
+    assert len(fake.writes) == writes
+    assert element_query(fake.dashboards["llmdash-vllm"].model)["expr"] == "edited_during_incident"

@@ -91,14 +91,16 @@ def test_an_endless_answer_stops_at_the_cap(flag, head, item, message):
 
 
 def answers_filling_the_cap(kind: str) -> tuple[bytes, bytes]:
-    """(names answer, series answer), one of them just under MAX_PROMETHEUS_BYTES of distinct items."""
+    """(names answer, label sets answer: the count by labels), one of them just under MAX_PROMETHEUS_BYTES of
+    distinct items."""
     item = (lambda i: f"vllm:a_name_nobody_exports_{i:012d}") if kind == "names" else \
-        (lambda i: {"__name__": "vllm:num_requests_running", "pod": f"pod-{i:017d}"})
+        (lambda i: {"metric": {"__name__": "vllm:num_requests_running", "model_name": f"m-{i:017d}"},
+                    "values": [[1, "1"]]})
     items = [item(i) for i in range((MAX_PROMETHEUS_BYTES - 100) // len(json.dumps([item(0)] * 2)) * 2)]
     if kind == "names":
         return json.dumps({"status": "success", "data": items}).encode(), b'{"status":"success","data":[]}'
     return (b'{"status":"success","data":["vllm:num_requests_running"]}',
-            json.dumps({"status": "success", "data": items}).encode())
+            json.dumps({"status": "success", "data": {"resultType": "matrix", "result": items}}).encode())
 
 
 @pytest.mark.parametrize("kind", ["names", "series"])

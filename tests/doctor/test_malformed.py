@@ -16,11 +16,19 @@ SERIES = {"status": "success", "data": [{"__name__": "vllm:num_requests_running"
 
 
 def prometheus(names, series):
-    """A Prometheus answering the names request with `names` and every series request with `series`."""
+    """A Prometheus answering the names request with `names`, and the count by labels with one sample for
+    each label set of `series` (a /api/v1/series answer; as it is when it does not hold label sets)."""
     def answer(path, query, headers):
-        body = names if path.endswith("/values") else series
+        body = names if path.endswith("/values") else as_matrix(series) if path.endswith("/query_range") else series
         return 200, body if isinstance(body, bytes) else json.dumps(body).encode()
     return answer
+
+
+def as_matrix(series):
+    data = series.get("data") if isinstance(series, dict) else None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        return series
+    return {**series, "data": {"resultType": "matrix", "result": [{"metric": s, "values": [[1, "1"]]} for s in data]}}
 
 
 @pytest.mark.parametrize("names, series", [

@@ -107,7 +107,7 @@ def test_without_slos_the_report_is_the_one_with_slos_minus_their_lines(tmp_path
 
 def test_an_availability_slo_needs_the_failed_request_series(tmp_path):
     """vLLM counts failed requests as finished with reason "error"; a page without them (the V0 engine,
-    an exporter that drops zero series) leaves availability at 100 %."""
+    an exporter that drops zero series) cannot be counted: the SLI leaves it out."""
     text = page("vllm")
     assert 'finished_reason="error"' in text
     result = doctor_on(tmp_path, text, AVAILABILITY, engines="[vllm]")
@@ -118,8 +118,9 @@ def test_an_availability_slo_needs_the_failed_request_series(tmp_path):
     assert result.returncode == 1
     assert slo_lines(result.stdout) == [
         '    MISSING availability (availability): vllm:request_success_total{finished_reason="error"} absent',
-        '            - vllm:request_success_total has no series with finished_reason="error": the SLO counts no '
-        'failed request, so availability reads 100 % and it cannot burn']
+        '            - vllm:request_success_total has no series with finished_reason="error": the SLO cannot count '
+        "these replicas' failed requests, so it leaves them out of its valid events (coverage 0 %; "
+        'LLMServingSLOCoverageLow warns) and cannot burn']
 
 
 def test_tgis_failure_counter_absent_before_any_failure_is_noted_not_a_problem(tmp_path):
@@ -140,3 +141,4 @@ def test_tgis_failure_counter_absent_before_any_failure_is_noted_not_a_problem(t
     result = doctor_on(tmp_path, text + 'tgi_request_failure{err="validation"} 3\n', objective, engines="[tgi]")
     assert result.returncode == 1 and slo_lines(result.stdout)[1].startswith(
         '            - tgi_request_failure has no series with err=~"generation|incomplete|overloaded": ')
+

@@ -240,7 +240,7 @@ def test_live_endpoint_is_scraped_by_prometheus(tmp_path):
 # ---- the harness itself: variable substitution, Grafana's region merging, a missing binary ----------
 
 def test_grafana_variables_are_substituted_as_all():
-    from llmdash.lab.evaluate import substitute, variable_values
+    from llmdash.lab.evaluate import concrete_query, variable_values
     from llmdash.errors import LlmdashError
 
     dashboard = {"templating": {"list": [
@@ -248,11 +248,11 @@ def test_grafana_variables_are_substituted_as_all():
         {"name": "model_name", "type": "query", "multi": True, "includeAll": True, "allValue": ".*"},
         {"name": "instance", "type": "query", "multi": True, "includeAll": True}]}}
     expr = 'rate(x{model_name=~"$model_name", instance=~"${instance}"}[$__rate_interval]) * $__interval_ms'
-    assert substitute(expr, variable_values(dashboard), 15, 3600) == \
+    assert concrete_query(expr, variable_values(dashboard), 15, 3600) == \
         'rate(x{model_name=~".*", instance=~".*"}[60s]) * 15000'
-    assert "[75s]" in substitute("rate(x[$__rate_interval])", {}, 60, 3600)   # step + scrape interval
+    assert "[75s]" in concrete_query("rate(x[$__rate_interval])", {}, 60, 3600)   # step + scrape interval
     with pytest.raises(LlmdashError, match=r"unknown dashboard variable \$job"):
-        substitute('x{job="$job"}', variable_values(dashboard), 15, 3600)
+        concrete_query('x{job="$job"}', variable_values(dashboard), 15, 3600)
 
 
 def test_annotation_regions_merge_like_grafana():

@@ -77,7 +77,7 @@ def test_the_error_budget_panels_read_data(recorded_prometheus):
     dashboard = build_dashboards(CONFIG)["vllm"]
     result = evaluate_dashboard(dashboard, server, w.start + 3600, w.end, 60.0, annotations=False,
                                 panel_filter=lambda row, panel: row == "Error budget")
-    assert [p.title for p in result.panels] == ["Error budget remaining", "Burn rate", "SLO attainment"]
+    assert [p.title for p in result.panels] == ["Error budget remaining", "Burn rate", "SLO attainment", "SLO coverage"]
     empty = [f"{t.panel} / {t.ref_id}: {t.expr}" for p in result.panels for t in p.targets if not t.has_data]
     assert not empty, "\n".join(empty)
     burn = result.panel("Burn rate", "Error budget")

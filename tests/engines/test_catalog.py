@@ -7,7 +7,7 @@ from packaging.version import Version
 
 from llmdash.engines.catalog import CATALOG_DIR, load_all, load_catalog, load_engine
 from llmdash.errors import LlmdashError
-from tests.support.catalogs import ENGINES, copy_catalog
+from tests.support.catalogs import ENGINES, copy_catalog, refused
 
 
 def test_every_engine_has_a_catalog_and_loads():
@@ -47,6 +47,33 @@ def test_a_rank_label_no_series_carries_is_refused(tmp_path):
     target.write_text((CATALOG_DIR / "sglang.yaml").read_text().replace("unit: [dp_rank]", "unit: [dp_ranks]"))
     with pytest.raises(LlmdashError, match=r"ranks\.unit: no series of this catalog has the label 'dp_ranks'"):
         load_catalog(target)
+
+
+def test_the_kv_cache_unit_is_catalogued_per_deployment_shape():
+    """Ray Serve exports every replica of a node under one target (ReplicaId tells them apart); vLLM alone, one
+    engine core per `engine` index; Dynamo's frontend is a frontend, vLLM and Ray Serve engines."""
+    ray, vllm, dynamo = load_engine("ray-serve-vllm"), load_engine("vllm"), load_engine("dynamo")
+    assert ray.ranks.unit == ("ReplicaId", "engine") and vllm.ranks.unit == ("engine",)
+    assert (dynamo.role, vllm.role, ray.role) == ("frontend", "engine", "engine")
+
+
+def test_the_production_stack_router_is_excluded_from_the_vllm_gauges_it_shares_names_with():
+    vllm, ray = load_engine("vllm"), load_engine("ray-serve-vllm")
+    assert vllm.foreign_labels("vllm:num_requests_running") == ("server",)
+    assert vllm.foreign_labels("vllm:num_requests_waiting") == ("server",)
+    assert vllm.foreign_labels("vllm:generation_tokens_total") == ()
+    assert ray.routers == ()    # the router writes vLLM's own names, never Ray's renamed ones
+
+
+def test_a_router_label_the_engines_series_carry_or_a_series_not_catalogued_is_refused(tmp_path):
+    text = (CATALOG_DIR / "vllm.yaml").read_text()
+    target = tmp_path / "vllm.yaml"
+    target.write_text(text.replace("    label: server\n", "    label: model_name\n"))
+    assert "routers.production-stack-router.label: vllm:num_requests_running carries model_name itself" in \
+        refused(target)
+    target.write_text(text.replace("series: [vllm:num_requests_running,", "series: [vllm:num_requests_runnin,"))
+    assert "routers.production-stack-router.series: 'vllm:num_requests_runnin' is not in this catalog's metrics" \
+        in refused(target)
 
 
 def test_a_match_on_a_label_older_versions_lack_must_also_match_its_absence(tmp_path):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from llmdash.config import Config
+from llmdash.errors import LlmdashError
 from llmdash.lab import bench_cost
 
 
@@ -14,8 +15,8 @@ def test_step_and_rate_interval_follow_grafana():
     assert bench_cost.grafana_step(3 * 3600) == 15          # 10.8 s per point, never below the scrape
     assert bench_cost.grafana_step(24 * 3600) == 90         # 86.4 s rounded up to whole scrapes
     expr = 'sum(rate(x{model_name=~"$model_name", instance=~"${instance}"}[$__rate_interval]))'
-    assert bench_cost.substitute(expr, 3 * 3600, 15) == 'sum(rate(x{model_name=~".*", instance=~".*"}[60s]))'
-    assert "[105s]" in bench_cost.substitute("rate(x[$__rate_interval])", 24 * 3600, 90)
+    assert bench_cost.query_as_sent(expr, 3 * 3600, 15) == 'sum(rate(x{model_name=~".*", instance=~".*"}[60s]))'
+    assert "[105s]" in bench_cost.query_as_sent("rate(x[$__rate_interval])", 24 * 3600, 90)
 
 
 def test_queries_cover_nested_panels_and_annotations():
@@ -64,3 +65,14 @@ def test_missing_reference_dashboard_is_a_one_line_usage_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("error: cannot read vLLM's overview dashboard") and result.stderr.count("\n") == 1
     assert not (tmp_path / "cost.md").exists()
+
+
+def test_an_anchor_far_larger_than_the_overview_is_refused_unread(tmp_path):
+    """Issue 28: a 1 GB --anchor was read whole (2.1 GB of memory) before anything was checked."""
+    path = tmp_path / "huge.json"
+    with open(path, "w") as huge:
+        huge.truncate(1 << 30)   # sparse: no disk, but 1 GiB to read
+    with pytest.raises(LlmdashError) as refused:
+        bench_cost.run(Config(), path)
+    assert str(refused.value) == (f"cannot read vLLM's overview dashboard: {path}: file is 1073741824 bytes, "
+                                  "more than the 16777216 allowed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import subprocess
 
-from llmdash.cli.lab import bench_cost_command, bench_detect_command
+from llmdash.cli.lab import bench_cost_command, bench_detect_command, bench_rules_command
 from llmdash.lab import bench_report
 
 NOW = datetime.datetime(2026, 12, 1, 14, 5, tzinfo=datetime.timezone.utc)
@@ -47,6 +47,7 @@ def test_outside_a_git_checkout_the_page_says_so(tmp_path, monkeypatch):
 
 def test_bench_commands_write_under_docs_benchmarks_by_default():
     defaults = {command.name: next(p.default for p in command.params if p.name == "out")
-                for command in (bench_detect_command, bench_cost_command)}
+                for command in (bench_detect_command, bench_cost_command, bench_rules_command)}
     assert {name: str(path) for name, path in defaults.items()} == {
-        "bench-detect": "docs/benchmarks/bench-detect.md", "bench-cost": "docs/benchmarks/bench-cost.md"}
+        "bench-detect": "docs/benchmarks/bench-detect.md", "bench-cost": "docs/benchmarks/bench-cost.md",
+        "bench-rules": "docs/benchmarks/bench-rules.md"}

@@ -32,7 +32,7 @@ def signals(engine: str = "vllm", config: Config = Config()) -> Signals:
 
 def test_a_native_bucket_is_the_fraction_up_to_its_bound_times_the_count_and_0_while_idle():
     assert promql.native_at_or_under("h", 0.5) == \
-        "(histogram_fraction(-Inf, 0.5, h) * histogram_count(h) >= 0) or histogram_count(h)"
+        "((histogram_fraction(-Inf, 0.5, h) * histogram_count(h) >= 0) or histogram_count(h))"
 
 
 def test_native_buckets_carry_the_le_text_prometheus_3_stores_and_the_inf_bucket():
@@ -47,8 +47,8 @@ def test_the_slo_good_events_read_the_bucket_per_replica_else_the_native_histogr
     good = signals().observation_rate("ttft", "5m", 0.5)
     classic = f"sum by ({REPLICA}) (rate(vllm:time_to_first_token_seconds_bucket{{le=\"0.5\"}}[5m]))"
     h = "rate(vllm:time_to_first_token_seconds[5m])"
-    native = f"sum by ({REPLICA}) ((histogram_fraction(-Inf, 0.5, {h}) * histogram_count({h}) >= 0) " \
-             f"or histogram_count({h}))"
+    native = f"sum by ({REPLICA}) (((histogram_fraction(-Inf, 0.5, {h}) * histogram_count({h}) >= 0) " \
+             f"or histogram_count({h})))"
     assert good == f"sum by (cluster, namespace, model_name) (({classic}) or on ({REPLICA}) ({native}))"
 
 

@@ -3,6 +3,7 @@
 import copy
 import json
 
+from llmdash.cli.review import render_report
 from llmdash.review.compare import BuildOutput, diff_dashboard, diff_outputs, load_output
 from llmdash.review.render import render_text
 from tests.support.paths import GENERATED
@@ -33,11 +34,11 @@ def test_unit_threshold_and_collapse_changes():
     def edit(spec):
         defaults = spec["elements"]["ttft_p99"]["spec"]["vizConfig"]["spec"]["fieldConfig"]["defaults"]
         defaults["unit"] = "ms"
-        spec["layout"]["spec"]["rows"][3]["spec"]["collapse"] = False
+        spec["layout"]["spec"]["rows"][3]["spec"]["collapse"] = True
 
     changes = {(c.kind, c.where, c.before, c.after) for c in _changed(edit)}
     assert ("unit", 'row "Throughput vs latency" / panel "TTFT p99"', "s", "ms") in changes
-    assert ("setting", 'row "Instances" / collapsed', "true", "false") in changes
+    assert ("setting", 'row "Instances" / collapsed', "false", "true") in changes
 
 
 def test_renaming_an_element_is_reported():
@@ -75,3 +76,22 @@ def test_build_outputs_compare_the_v2_twins_under_their_own_name(tmp_path):
     assert added[0].kind == "dashboard-added"
     assert ("panel-added", 'row "Instances" / panel "Top instances by preemption"') in {(c.kind, c.where)
                                                                                         for c in added}
+
+
+def test_a_side_building_fewer_engines_renders_in_both_formats():
+    """Issue 28: a removed schema v2 twin had no title (it is spec.title) and the markdown report raised."""
+    full = load_output(GENERATED)
+    fewer = BuildOutput({name: model for name, model in full.dashboards.items() if not name.startswith("sglang")},
+                        {name: rules for name, rules in full.rules.items() if name != "sglang"})
+    report = diff_outputs(full, fewer)
+    assert report["sglang (schema v2)"][0].kind == "dashboard-removed"
+    assert report["sglang (schema v2)"][0].before == full.dashboards["sglang"]["title"]
+    markdown = render_report(report, "main", "B", "markdown")
+    assert f"- dashboard-removed: `{full.dashboards['sglang']['title']}`" in markdown
+    assert "dashboard-removed: " + full.dashboards["sglang"]["title"] in render_report(report, "main", "B", "text")
+
+
+def test_a_dashboard_without_a_title_removed_renders_in_both_formats():
+    report = {"untitled": diff_dashboard({"panels": []}, None)}
+    assert "dashboard-removed: `(none)`" in render_report(report, "a", "b", "markdown")
+    assert "dashboard-removed: (none)" in render_report(report, "a", "b", "text")

@@ -175,3 +175,66 @@ def test_a_deleted_working_directory_is_one_line(infra_repo, args):
     gone.mkdir()
     assert_one_line_exit_2(run(*args, cwd=gone, shell_prefix=f"rmdir {str(gone)!r}"),
                            "the current directory no longer exists; cd into the project again")
+
+
+# Issue 28: what a deny-list of names let through, and the credential files a reviewer's HOME holds.
+PLANTED_VARIABLES = {
+    "MYSQL_PWD": "mysql-secret", "GITHUB_PAT": "ghp_planted", "CI_JOB_JWT": "eyJplanted",
+    "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountKey=planted",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.invalid/services/planted", "NETRC": "/planted/netrc",
+    "KUBECONFIG": "/planted/kubeconfig", "DOCKER_CONFIG": "/planted/docker", "KRB5CCNAME": "FILE:/planted/krb5cc",
+    "XDG_CONFIG_HOME": "/planted/xdg-config", "PYTHONSTARTUP": "/planted/startup.py",
+}
+PLANTED_FILES = (".netrc", ".aws/credentials", ".config/gh/hosts.yml", ".git-credentials", ".vault-token")
+# The revision's code reports its whole environment and which credential files it finds through HOME and XDG.
+FINDING_CODE = '''
+import json, os, pathlib, sys
+
+def main():
+    home = pathlib.Path.home()
+    config = pathlib.Path(os.environ.get("XDG_CONFIG_HOME", home / ".config"))
+    candidates = [home / name for name in {files!r}] + [config / "gh" / "hosts.yml"]
+    found = [str(path) for path in candidates if path.exists()]
+    pathlib.Path({marker!r}).write_text(json.dumps({{"environ": dict(os.environ), "found": found}}))
+    out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
+    (out / "dashboards").mkdir(parents=True)
+'''
+
+
+def test_revision_code_sees_only_the_allow_list_and_an_empty_home(source_repo, tmp_path, monkeypatch):
+    repo, marker = source_repo
+    (repo / "payload" / "cli.py").write_text(FINDING_CODE.format(files=PLANTED_FILES, marker=str(marker)))
+    commit_all(repo, "report what it finds")
+    home = tmp_path / "reviewer-home"
+    for name in PLANTED_FILES:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("machine example.invalid login me password planted\n")
+    planted = PLANTED_VARIABLES | {"HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
+                                   "TMPDIR": str(tmp_path)}
+    credentials = [*PLANTED_VARIABLES.values(), *SECRETS.values(), str(home)]
+    monkeypatch.setattr(sys.modules[__name__], "SECRETS", SECRETS | planted)   # what run() hands llmdash
+    code, _, stderr, _ = run("diff", "HEAD", "HEAD", "--build-with-revision-code", cwd=repo)
+    assert code == 0, stderr
+    seen = json.loads(marker.read_text())
+    child_home = seen["environ"]["HOME"]
+    assert seen["found"] == []
+    assert child_home != str(home) and not child_home.startswith(str(home))
+    assert {name: seen["environ"][name] for name in ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")} == \
+        {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "TMPDIR": str(tmp_path)}
+    xdg = {"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"}
+    assert all(seen["environ"][name].startswith(child_home + "/") for name in xdg)
+    # nothing else: the python it runs with adds PYTHONPATH (the staged packages) and nothing more
+    assert set(seen["environ"]) - xdg - {"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "HOME", "PYTHONPATH"} <= {"LC_CTYPE"}
+    assert [value for value in credentials if value in json.dumps(seen)] == []
+
+
+def test_a_variable_the_reviewer_names_is_passed_and_only_with_the_flag(source_repo, monkeypatch):
+    repo, marker = source_repo
+    monkeypatch.setattr(sys.modules[__name__], "SECRETS", SECRETS | {"PIP_INDEX_URL": "https://mirror.invalid/simple"})
+    code, _, stderr, _ = run("diff", "HEAD", "HEAD", "--build-with-revision-code", "--pass-env", "PIP_INDEX_URL",
+                             cwd=repo)
+    assert code == 0, stderr
+    seen = json.loads(marker.read_text())
+    assert seen["PIP_INDEX_URL"] == "https://mirror.invalid/simple" and "GRAFANA_TOKEN" not in seen
+    assert_one_line_exit_2(run("diff", "HEAD", "--pass-env", "PIP_INDEX_URL", cwd=repo),
+                           "--pass-env only applies with --build-with-revision-code")

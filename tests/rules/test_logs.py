@@ -19,7 +19,8 @@ from llmdash.lab.logs import sglang_log
 from llmdash.lab.promserver import find_binary
 from llmdash.lab.scenarios import Traffic, build
 from llmdash.vocabulary import Alert
-from llmdash.rules.generate import alert_names, render_rules
+from llmdash.rules.generate import render_rules
+from llmdash.rules.identity import carried_alerts
 from tests.support.paths import ROOT
 from tests.support.promtool import run_rule_tests
 
@@ -145,7 +146,7 @@ def test_logs_enabled_adds_panel_annotation_and_page_only_where_the_catalog_has_
         annotations = [a["name"] for a in dashboards[engine]["annotations"]["list"]]
         assert ("Preemptions/s (logs)" in titles) == has_lines
         assert ("Preemption (logs)" in annotations) == has_lines
-        assert (Alert.LOG_PREEMPTIONS_HIGH in alert_names(load_engine(engine), ENABLED)) == has_lines
+        assert (Alert.LOG_PREEMPTIONS_HIGH in carried_alerts(load_engine(engine), ENABLED)) == has_lines
     sglang = dashboards["sglang"]
     panel = next(p for p in sglang["panels"] if p.get("title") == "Preemptions/s (logs)")
     expr = panel["targets"][0]["expr"]

@@ -236,10 +236,11 @@ def _itl_fleet(minutes: float, slow_of, gaps_of=lambda i: ()) -> list[s.Series]:
 
 def test_one_slow_replica_of_20_without_preemption_raises_the_instance_latency_warning(promtool, tmp_path):
     """From minute 20, replica 13 is slow on a fifth of its decode steps (0.5 s instead of 30 ms): 1 % of the
-    model's steps, so the model's p99 barely moves; the replica's own p99 is many times it."""
+    model's steps, so the model's p99 barely moves; the replica's own p99 is many times it. The warning is per
+    KV-cache unit, so it names the engine core (`engine`) too."""
     minutes = 40
     series = _itl_fleet(minutes, lambda i: (lambda t: 0.2 if i == 13 and t >= ONSET_S else 0.0))
-    warning = {"llm_engine": "vllm", "model_name": "m1", "instance": "v-13", "severity": "warning"}
+    warning = {"llm_engine": "vllm", "model_name": "m1", "instance": "v-13", "engine": "0", "severity": "warning"}
     onset = ONSET_S / 60
     run(promtool, tmp_path, "vllm", series, [
         alerts(Alert.INSTANCE_LATENCY_HIGH, onset - 1, []),

@@ -12,7 +12,8 @@ from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.panels.recorded import Key, Level, recording_layer
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
-from llmdash.rules.generate import inhibit_rules, render_rules
+from llmdash.rules.generate import render_rules
+from llmdash.rules.identity import inhibit_rules
 from tests.support.promtool import promtool as promtool_path, run_rule_tests
 from tests.support import rule_scenarios as sc
 from tests.support.builds import default_rules
@@ -33,10 +34,15 @@ def promtool():
     return promtool_path()
 
 
+# The severity each firing alert must carry, as a literal table (not the generator's rule restated): the preemption
+# page is critical; the divergence pages (critical) only on engines that count no preemptions; the rest warn.
+DIVERGENCE_PAGES = ("dynamo", "llama-cpp", "lmdeploy", "nim", "tgi")
+SEVERITY = {(Alert.PREEMPTIONS_HIGH, e): "critical" for e in SPECS} | \
+    {(Alert.DIVERGENCE, e): "critical" if e in DIVERGENCE_PAGES else "warning" for e in SPECS}
+
+
 def severity(alert: str, spec) -> str:
-    if alert == Alert.PREEMPTIONS_HIGH or (alert == Alert.DIVERGENCE and not spec.has("preemptions")):
-        return "critical"
-    return "warning"
+    return SEVERITY.get((alert, spec.id), "warning")
 
 
 def firing(alert: str, spec, model: str, **extra) -> dict:
@@ -225,10 +231,17 @@ def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the
 
 
 def test_inhibitions_silence_the_outside_view_of_a_preemption_page():
-    rule, same_instance = inhibit_rules(Config())["inhibit_rules"]
-    assert same_instance["target_matchers"] == [
+    rule, same_unit, frontend = inhibit_rules(Config())["inhibit_rules"]
+    assert same_unit["target_matchers"] == [
         f'alertname=~"{Alert.PREEMPTIONS_CHRONIC}|{Alert.INSTANCE_LATENCY_HIGH}"']
-    assert same_instance["equal"] == ["llm_engine", "model_name", "cluster", "namespace", "instance"]
+    # the KV-cache unit: the instance and every catalog's unit labels (vLLM's engine, Ray Serve's replica, SGLang's
+    # data-parallel rank), so a page of one replica leaves its neighbours' warnings on the same node alone
+    assert same_unit["equal"] == ["llm_engine", "model_name", "cluster", "namespace", "instance", "engine",
+                                  "ReplicaId", "dp_rank"]
+    # across llm_engine: a worker's page silences its Dynamo frontend's latency and divergence alerts
+    assert frontend == {"source_matchers": [f'alertname="{Alert.PREEMPTIONS_HIGH}"'],
+                        "target_matchers": [rule["target_matchers"][0], 'llm_engine=~"dynamo"'],
+                        "equal": ["model_name", "cluster", "namespace"]}
     assert rule["source_matchers"] == [f'alertname="{Alert.PREEMPTIONS_HIGH}"']
     assert Alert.DIVERGENCE in rule["target_matchers"][0] and Alert.PREEMPTIONS_HIGH not in rule["target_matchers"][0]
     assert rule["equal"] == ["llm_engine", "model_name", "cluster", "namespace"]

@@ -47,7 +47,9 @@ def watched(dashboard: dict, engine: str, rules: dict) -> dict[str, str]:
     alerts = {rule["alert"] for group in rules[engine]["groups"] for rule in group["rules"] if "alert" in rule}
     expected = {"TTFT p99": Alert.TTFT_HIGH, "ITL p99": Alert.ITL_HIGH, "TPOT p99": Alert.ITL_HIGH,
                 "Latency vs throughput divergence": Alert.DIVERGENCE,
-                "Preemptions/s": Alert.PREEMPTIONS_HIGH, "Paused requests": Alert.PREEMPTIONS_HIGH}
+                "Preemptions/s": Alert.PREEMPTIONS_HIGH, "Paused requests": Alert.PREEMPTIONS_HIGH,
+                "Top instances by ITL p99": Alert.INSTANCE_LATENCY_HIGH,
+                "Top instances by TPOT p99": Alert.INSTANCE_LATENCY_HIGH}
     titles = {panel["title"] for panel in dashboard["panels"]}
     return {title: alert for title, alert in expected.items() if alert in alerts and title in titles}
 

@@ -12,9 +12,9 @@ import pytest
 from llmdash.config import Config, Objective, Slo
 from llmdash.engines.catalog import load_engine
 from llmdash.rules.generate import build_rules, render_rules
-from llmdash.rules.slo import PAIRS
+from llmdash.vocabulary import BURN_PAIRS as PAIRS
 from llmdash.vocabulary import Alert
-from tests.support.promtool import run_rule_tests
+from tests.support.promtool import promtools, run_rule_tests
 
 SPEC = load_engine("vllm")
 TTFT = "vllm:time_to_first_token_seconds"
@@ -85,27 +85,29 @@ def never(alert: str, model: str, until: int = MINUTES - 1) -> dict:
                     f'[{until}m])', "eval_time": f"{until}m", "exp_samples": []}
 
 
-def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path):
+@pytest.mark.parametrize("binary", promtools())
+def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, binary):
     rules = tmp_path / "vllm.rules.yaml"
     rules.write_text(render_rules(build_rules(SPEC, CONFIG)))
     fast, slow = Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW
     checks = [
-        # a full outage: the 1h window reaches 14.4 x 0.1 % after 0.86 min of errors; the 5m rates it averages
-        # ramp up over their own 5 minutes, so the page comes within 4 minutes, and not before the errors
-        firing(fast, "outage", ONSET, False), firing(fast, "outage", ONSET + 4, True),
+        # a full outage: the sample at ONSET is the first to hold a failed minute. Its evaluation counts 1 bad
+        # minute of 60 in the 1h window (1.67 % >= 14.4 x 0.1 %) and 1 of 5 in the 5m window: the page comes with
+        # the first minute of errors, and not before
+        firing(fast, "outage", ONSET - 1, False), firing(fast, "outage", ONSET, True),
         # 14x never reaches the 1h pair's 14.4x: no page within the hour...
         never(fast, "below_fast", ONSET + 60),
-        # ...but the 6h pair's 6x is reached once 6/14 of the 6h window has burned (154 min)
-        firing(fast, "below_fast", ONSET + 150, False), firing(fast, "below_fast", ONSET + 160, True),
-        # 7x pages through the 6h pair only, after 6/7 of 6 hours (309 min)
-        never(fast, "six_x", ONSET + 300), firing(fast, "six_x", ONSET + 320, True),
+        # ...but the 6h pair's 6x is reached once 6/14 of the 6h window has burned (155 bad minutes: ONSET + 154)
+        firing(fast, "below_fast", ONSET + 153, False), firing(fast, "below_fast", ONSET + 154, True),
+        # 7x pages through the 6h pair only, after 6/7 of 6 hours (309 bad minutes: ONSET + 308)
+        never(fast, "six_x", ONSET + 307), firing(fast, "six_x", ONSET + 308, True),
         # exactly the budget: it would be spent by the window's end, a ticket, never a page
         never(fast, "at_budget"), firing(slow, "at_budget", MINUTES - 1, True),
         # a handful of requests with one slow one is a 5 % ratio but one bad event: nothing
         never(fast, "low_traffic"), never(slow, "low_traffic"),
         never(fast, "steady"), never(slow, "steady"),
     ]
-    run_rule_tests(tmp_path, rules, input_series(), checks)
+    run_rule_tests(tmp_path, rules, input_series(), checks, binary=binary)
 
 
 def thresholds(objective: float) -> list[float]:

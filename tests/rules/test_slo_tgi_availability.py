@@ -44,7 +44,7 @@ def input_series() -> list[dict]:
 def test_the_built_rules_read_tgis_failure_counter():
     rules = render_rules(build_rules(load_engine("tgi"), CONFIG))
     assert 'tgi_request_failure{err=~"generation|incomplete|overloaded"}' in rules
-    assert "rate(tgi_request_success[5m])" in rules
+    assert "tgi_request_success offset 1m" in rules
 
 
 def test_the_error_ratio_is_server_failures_among_successes_and_failures(tmp_path):

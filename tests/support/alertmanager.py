@@ -21,7 +21,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from llmdash.lab.promserver import find_binary, free_port, stop_process
+from llmdash.lab.promserver import ON_PATH, Stack, free_port, stop_process
 
 INSTALL_HINT = "install Debian's prometheus-alertmanager (apt-get install prometheus-alertmanager; .ci/install-deps)"
 
@@ -69,10 +69,11 @@ class WebhookReceiver:
 
 
 class AlertmanagerServer:
-    """One local Alertmanager running `config` (a configuration model); use as a context manager."""
+    """One local Alertmanager running `config` (a configuration model); use as a context manager. Debian's
+    (0.25) on every stack: the current stack has no alertmanager server (.ci/current-stack says why)."""
 
-    def __init__(self, config: dict):
-        self.binary = find_binary("prometheus-alertmanager", INSTALL_HINT)
+    def __init__(self, config: dict, stack: Stack = ON_PATH):
+        self.binary = stack.binary("prometheus-alertmanager", INSTALL_HINT)
         self.dir = Path(tempfile.mkdtemp(prefix="llmdash-am-"))
         self.config_path = self.dir / "alertmanager.yml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))

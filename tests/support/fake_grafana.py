@@ -86,6 +86,8 @@ class FakeGrafana:
     org_id: int = 1
     namespace_override: str | None = None   # Grafana Cloud: stacks-<id>, not derivable from the org id
     database: str = "ok"
+    # A broken apiserver (or a proxy caching one): takes any metadata.resourceVersion on update, never 409
+    ignores_resource_version: bool = False
     folders: dict = field(default_factory=dict)
     dashboards: dict = field(default_factory=dict)
     annotations: list = field(default_factory=list)
@@ -576,7 +578,7 @@ class _ResourceApi:
             # Unconfirmed for Grafana (AllowUnconditionalUpdate); Kubernetes' default refuses.
             return _status(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
                                            "for an update", name)
-        if sent != str(stored.resource_version):
+        if sent != str(stored.resource_version) and not g.ignores_resource_version:
             # apis.md: resourceVersion is for optimistic concurrency; a stale one is a 409 Conflict.
             return _status(409, "Conflict", f'Operation cannot be fulfilled on dashboards.{GROUP} "{name}": the '
                                             "object has been modified; please apply your changes to the latest "

@@ -9,46 +9,28 @@ a failed scrape is served again and the copy has every sample. Scraping is live,
 head's appendable window (the last hour before the newest sample); `persist` turns the head into a block, so
 recording rules can then be backfilled over it (a restart drops WAL samples older than the newest block).
 
-The binaries come from the per-user cache .ci/build-stack fills (`make deps`); absent, the test fails under
-CI=true and skips elsewhere, naming how to build them.
+The binaries are the current stack's (tests/support/stacks.py, built by .ci/build-stack into the per-user cache).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-import pytest
+from llmdash.lab.promserver import PrometheusServer, stop_process
+from tests.support.stacks import require
 
-from llmdash.lab.promserver import PrometheusServer
-
-MODULE = "github.com/prometheus/prometheus@v0.316.0"   # Prometheus 3.16
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
-def prometheus3() -> tuple[str, str]:
-    """(prometheus, promtool) 3.16 from the stack cache; a missing one fails under CI=true, else skips."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmdash" / "stack"
-    paths = tuple(str(cache / MODULE / "bin" / name) for name in ("prometheus", "promtool"))
-    absent = [p for p in paths if not os.access(p, os.X_OK)]
-    if absent:
-        reason = f"Prometheus 3.16 is not built ({absent[0]} missing): build it with `make deps`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cannot test native histograms: {reason}", pytrace=False)
-        pytest.skip(reason)
-    return paths
-
-
 class Prometheus3(PrometheusServer):
-    """A PrometheusServer running Prometheus 3.16, with the admin API (for `persist`)."""
+    """A PrometheusServer of the current stack (Prometheus 3.16, tests/support/stacks.py: a stack not built fails
+    under CI=true, skips elsewhere), with the admin API (for `persist`)."""
 
     def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.prometheus, self.promtool = prometheus3()
+        super().__init__(stack=require("current"), **kwargs)
 
     def _launch(self, argv: list[str], timeout_s: float) -> None:
         super()._launch(argv + ["--web.enable-admin-api"], timeout_s)
@@ -59,16 +41,12 @@ class Prometheus3(PrometheusServer):
         snapshot = self.dir / "snapshot"
         shutil.move(self.data / "snapshots" / name, snapshot)
         self.config["scrape_configs"] = []
-        self.stop_process()
-        shutil.rmtree(self.data)
-        shutil.move(snapshot, self.data)
-        self.start()
-
-    def stop_process(self) -> None:
-        from llmdash.lab.promserver import stop_process
         stop_process(self.proc, 15)
         self.log.close()
         self.proc = None
+        shutil.rmtree(self.data)
+        shutil.move(snapshot, self.data)
+        self.start()
 
 
 class Replay:

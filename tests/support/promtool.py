@@ -1,17 +1,26 @@
-"""`promtool test rules` over a rule file and hand-shaped input series: the one runner every rules test uses."""
+"""`promtool test rules` over a rule file and hand-shaped input series: the one runner every rules test uses.
+
+Which promtool: Debian's (2.42, on PATH) by default. `LLMDASH_PROMTOOLS` may name more binaries, separated by
+the path separator (`:`), e.g. a current Prometheus 3 build; `promtools()` lists them all, so a test that must
+hold on Prometheus 2's closed and Prometheus 3's left-open ranges parametrizes over it and runs the same test
+file on each (`run_rule_tests(..., binary=...)`)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
+EXTRA_ENV = "LLMDASH_PROMTOOLS"
+
 
 def promtool() -> str:
-    """The real promtool; its absence fails the test (CI installs it), it never skips."""
+    """The real promtool on PATH; its absence fails the test (CI installs it), it never skips."""
     path = shutil.which("promtool")
     if path is None:
         pytest.fail("promtool not found: install Debian's prometheus package (apt-get install prometheus); "
@@ -19,12 +28,34 @@ def promtool() -> str:
     return path
 
 
-def run_rule_tests(tmp_path: Path, rules: Path, input_series: list[dict], checks: list[dict],
-                   timeout: float = 600) -> None:
-    """Evaluate `rules` every minute over `input_series` (1m apart) and assert every `promql_expr_test` check."""
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": input_series, "promql_expr_test": checks}]}
+def promtools() -> list[str]:
+    """Every promtool to run a rules test on: PATH's, then each one `LLMDASH_PROMTOOLS` names (a named binary
+    that does not exist fails the test: a typo must not pass as a run)."""
+    extra = [p for p in os.environ.get(EXTRA_ENV, "").split(os.pathsep) if p]
+    return ["promtool", *extra]
+
+
+def resolve(binary: str) -> str:
+    if binary == "promtool":
+        return promtool()
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        pytest.fail(f"{EXTRA_ENV} names {binary}, which is not an executable file")
+    return binary
+
+
+def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict], checks: list[dict],
+                   timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None,
+                   interval: str = "1m") -> None:
+    """Evaluate `rules` (one rule file or several, loaded together) every minute over `input_series` (samples
+    `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test` check, given), with
+    `binary` (a name from `promtools()`)."""
+    files = [rules] if isinstance(rules, Path) else list(rules)
+    case = {"interval": interval, "input_series": input_series, "promql_expr_test": checks}
+    if alert_checks:
+        case["alert_rule_test"] = alert_checks
+    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m", "tests": [case]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
-    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
+                            timeout=timeout)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

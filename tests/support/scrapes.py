@@ -18,17 +18,18 @@ from typing import Callable
 
 STEP_S = 15         # scrape interval
 RESOLUTION_S = 5    # promtool's sample grid: a scrape may fall on any 5 s of it
+STALE = "stale"     # promtool's word for Prometheus's staleness marker
 
 
 @dataclass
 class Series:
     name: str
     labels: dict[str, str]
-    values: list[float | None] = field(default_factory=list)
+    values: list[float | str | None] = field(default_factory=list)
 
     def render(self) -> dict:
         selector = ", ".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
-        text = " ".join("_" if v is None else f"{v:.10g}" for v in self.values)
+        text = " ".join("_" if v is None else v if isinstance(v, str) else f"{v:.10g}" for v in self.values)
         return {"series": f"{self.name}{{{selector}}}", "values": text}
 
 
@@ -37,12 +38,18 @@ def times(minutes: float) -> list[float]:
 
 
 def counter(name: str, labels: dict, minutes: float, total: Callable[[float], float], phase: float = 0.0,
-            gaps: tuple[tuple[float, float], ...] = ()) -> Series:
+            gaps: tuple[tuple[float, float], ...] = (), removed: float | None = None) -> Series:
     """A counter whose value at time t (seconds) is `total(t)`, scraped every 15 s at `phase` (rounded to the
-    5 s grid); no sample inside a gap (start, end) in seconds."""
+    5 s grid); no sample inside a gap (start, end) in seconds. `removed`: the target is gone from that second
+    on (a pod autoscaling deleted): at its next scrape slot Prometheus writes a stale marker, then nothing."""
     offset = round(phase / RESOLUTION_S) * RESOLUTION_S % STEP_S
-    values = [None if (t - offset) % STEP_S or any(a <= t < b for a, b in gaps) else float(total(t))
-              for t in times(minutes)]
+    values: list[float | str | None] = []
+    for t in times(minutes):
+        slot = not (t - offset) % STEP_S
+        if removed is not None and t >= removed:
+            values.append(STALE if slot and STALE not in values else None)
+        else:
+            values.append(float(total(t)) if slot and not any(a <= t < b for a, b in gaps) else None)
     return Series(name, labels, values)
 
 
@@ -72,15 +79,16 @@ def plus(*totals: Callable[[float], float]) -> Callable[[float], float]:
 
 
 def histogram(name: str, labels: dict, minutes: float, bounds: list[str], cumulative: Callable[[float, float], float],
-              phase: float = 0.0, gaps: tuple[tuple[float, float], ...] = ()) -> list[Series]:
+              phase: float = 0.0, gaps: tuple[tuple[float, float], ...] = (),
+              removed: float | None = None) -> list[Series]:
     """A histogram's buckets (`bounds` as the exporter writes `le`, "+Inf" last) and count, from
     `cumulative(t, bound)`: the observations at or below `bound` (inf for all) made by time t."""
     out = []
     for le in bounds:
         bound = math.inf if le == "+Inf" else float(le)
         out.append(counter(f"{name}_bucket", {**labels, "le": le}, minutes,
-                           lambda t, b=bound: cumulative(t, b), phase, gaps))
-    out.append(counter(f"{name}_count", labels, minutes, lambda t: cumulative(t, math.inf), phase, gaps))
+                           lambda t, b=bound: cumulative(t, b), phase, gaps, removed))
+    out.append(counter(f"{name}_count", labels, minutes, lambda t: cumulative(t, math.inf), phase, gaps, removed))
     return out
 
 
