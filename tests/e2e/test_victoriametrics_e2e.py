@@ -49,6 +49,11 @@ def _simulate(job: tuple[str, float, str, tuple[str, ...]]) -> str:
     return path
 
 
+# The Prometheus target's files as vmalert can load them: classic histograms only (MetricsQL has no
+# histogram_count; with native histograms read, the default files are refused by every vmalert)
+PROMETHEUS_FILE = Config(histograms=Histograms(native=False))
+
+
 def vmalert_config() -> Config:
     config = Config()
     return dataclasses.replace(config, rules=dataclasses.replace(config.rules, target="vmalert"))
@@ -84,7 +89,7 @@ def backends(tmp_path_factory, stack):
             replay.vmalert_alerts(vm, vm, models, w.start, w.end, {"llmdash_backend": "victoriametrics"}, phases)
             replay.vmalert_alerts(prom, vm, models, w.start, w.end, {"llmdash_backend": "prometheus"}, phases)
             if keeps_firing_for(stack):
-                replay.vmalert_alerts(vm, vm, [build_rules(load_engine(e), Config()) for e in RULE_ENGINES],
+                replay.vmalert_alerts(vm, vm, [build_rules(load_engine(e), PROMETHEUS_FILE) for e in RULE_ENGINES],
                                       w.start, w.end, {"llmdash_backend": "prometheus-file"}, phases)
         yield prom, vm, windows
     finally:
@@ -301,7 +306,7 @@ def test_every_rule_file_loads_in_vmalert_as_its_version_allows(tmp_path, stack)
     refused = []
     for engine in sorted(load_all()):
         spec = load_engine(engine)
-        for config, must_load in ((vmalert_config(), True), (Config(), keeps_firing_for(stack))):
+        for config, must_load in ((vmalert_config(), True), (PROMETHEUS_FILE, keeps_firing_for(stack))):
             path = tmp_path / f"{engine}.{config.rules.target}.yaml"
             path.write_text(render_rules(build_rules(spec, config)))
             reason = vmalert_check(path, stack)
