@@ -31,6 +31,7 @@ from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.scenarios import PRIMARY, SECONDARY, Replica, Traffic, build, timed_scrapes
 from llmdash.panels.promql import escape, prometheus3_float
 from llmdash.vocabulary import Alert
+from tests.e2e.test_prometheus3_e2e import range_series
 from tests.support.prometheus3 import Prometheus3, Replay
 
 pytestmark = pytest.mark.e2e
@@ -153,16 +154,6 @@ def differences(compared: dict[str, tuple[bool, int, int]]) -> list[str]:
     if not differ and exact < EXACT_SHARE * points:
         differ.append(f"only {exact} of {points} points equal to rounding")
     return differ
-
-
-class Series:
-    def __init__(self, labels, points):
-        self.labels, self.points = labels, points
-
-
-def range_series(server, expr: str, start: float, end: float) -> list[Series]:
-    return [Series(r["metric"], [(float(t), float(v)) for t, v in r["values"]])
-            for r in server.query_range(expr, start, end, STEP_S)]
 
 
 def test_the_copy_is_mixed(stores):
