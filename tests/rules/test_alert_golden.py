@@ -113,6 +113,11 @@ FIGURES = {
         PAGE, r"llm_preemption_share:ratio_rate3m", ((">=", 0.1),), PAUSED),
     "chronic share >= 0.5% over 30m": Figure(
         CHRONIC, r"llm_preemption_share:ratio_rate30m", ((">=", 0.005),), COUNTED),
+    # A unit paged within the chronic window warns only if its share at the minutes it was neither pending nor
+    # paged (the short-window share less the page's ALERTS) is chronic too: >= 0.5 % (docs/alerts-and-runbooks.md,
+    # "A page that healed"); its windows: test_chronic_after_a_page_reads_the_minutes_outside_it.
+    "chronic after a page: share outside the paged minutes >= 0.5%": Figure(
+        CHRONIC, r"ALERTS\+llm_preemption_share:ratio_rate2m", ((">=", 0.005),), COUNTED),
     # Divergence: latency p99 over 5m >= 2x its baseline (the mean time per token 1.5x where there is no
     # histogram), throughput within ±20 % of its baseline and at least 1 token/s.
     "divergence latency p99 >= 2x baseline": Figure(
@@ -205,6 +210,18 @@ def test_the_page_windows_on_vmalert():
             windows = [c.windows for c in comparisons(rule["expr"]) if c.windows]
             once = windows[:len(windows) // 2]      # the condition, then its copy under last_over_time
             assert once == ([("2m",), ("3m",), ("2m",)] if engine in COUNTED else [("2m",), ("3m",)]), engine
+
+
+def test_chronic_after_a_page_reads_the_minutes_outside_it():
+    """The healed-page clause: the page's ALERTS over the chronic window (30m), and the short-window (2m) share
+    outside the page sampled each minute over that same 30m (issue 29: a burst the page was about does not become
+    a ticket after the page resolved)."""
+    for engine, rules in alerts_named(CHRONIC).items():
+        expr = parse(rules[0]["expr"])
+        paged = [duration(n.range) for n in walk(expr) if isinstance(n, pp.MatrixSelector)
+                 and n.vector_selector.name == "ALERTS"]
+        outside = [(duration(n.range), duration(n.step)) for n in walk(expr) if isinstance(n, pp.SubqueryExpr)]
+        assert (paged, outside) == (["30m"], [("30m", "1m")]), engine
 
 
 # ---- for, keep_firing_for, severity, labels -----------------------------------------------------------------
@@ -311,16 +328,20 @@ GROUPING = {PAGE: PER_INSTANCE, CHRONIC: PER_INSTANCE, DIVERGENCE: MODEL, TTFT: 
             LOG_PAGE: {"cluster", "namespace"}}   # a log names no model
 
 
-# vLLM's (and Ray Serve's) data-parallel rank label `engine` is a KV-cache unit of its own: the page and the
-# chronic warning name it (engines/*.yaml `ranks`).
-RANKED = {(PAGE, "vllm"), (PAGE, "ray-serve-vllm"), (CHRONIC, "vllm"), (CHRONIC, "ray-serve-vllm")}
+# The page and the chronic warning are per KV-cache unit (engines/*.yaml `ranks.unit`): vLLM's engine core
+# (`engine`, its data-parallel index); on Ray Serve the replica too, which Ray's metrics agent tells apart only by
+# `ReplicaId` under one `instance` (docs/alerts-and-runbooks.md "Fleet shapes", issue 29 item 1). SGLang's unit
+# is `dp_rank`, but its share divides by the server's finished requests (per instance), so not every aggregation
+# on the way keeps it.
+UNIT = {"vllm": {"engine"}, "ray-serve-vllm": {"ReplicaId", "engine"}}
+PER_UNIT = (PAGE, CHRONIC)
 
 
 @pytest.mark.parametrize("alert", GROUPING)
 def test_alert_grouping(alert):
     found = {engine: [kept(engine, r["expr"]) for r in rules] for engine, rules in alerts_named(alert).items()}
-    assert found == {engine: [GROUPING[alert] | ({"engine"} if (alert, engine) in RANKED else set())] * len(rules)
-                     for engine, rules in alerts_named(alert).items()}
+    assert found == {engine: [GROUPING[alert] | (UNIT.get(engine, set()) if alert in PER_UNIT else set())]
+                     * len(rules) for engine, rules in alerts_named(alert).items()}
 
 
 # The warnings the page inhibits hold no series while the page is pending for the same model and fleet group.
@@ -373,5 +394,14 @@ def test_inhibitions():
     }, {
         "source_matchers": ['alertname="LLMServingPreemptionsHigh"'],
         "target_matchers": ['alertname=~"LLMServingPreemptionsChronic|LLMServingInstanceLatencyHigh"'],
-        "equal": ["llm_engine", "model_name", "cluster", "namespace", "instance"],
+        # the same KV-cache unit: instance and every catalog's unit labels (vLLM's engine, Ray Serve's ReplicaId,
+        # SGLang's dp_rank; a label an alert lacks is equal-empty on both sides)
+        "equal": ["llm_engine", "model_name", "cluster", "namespace", "instance", "engine", "ReplicaId", "dp_rank"],
+    }, {
+        # issue 29 item 2: across llm_engine, a worker's page silences the frontend's (Dynamo, catalog
+        # `role: frontend`) divergence and latency alerts for the same model and fleet group
+        "source_matchers": ['alertname="LLMServingPreemptionsHigh"'],
+        "target_matchers": ['alertname=~"LLMServingLatencyThroughputDivergence|LLMServingTTFTP99High|'
+                            'LLMServingITLP99High"', 'llm_engine=~"dynamo"'],
+        "equal": ["model_name", "cluster", "namespace"],
     }]}
