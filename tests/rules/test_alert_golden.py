@@ -22,7 +22,8 @@ import pytest
 from llmdash.build import build_rule_files
 from llmdash.config import Config, Logs, Objective, Slo
 from tests.support.builds import default_rules
-from tests.support.promql_ast import aggregations, comparisons, duration, matchings, parse, ranges, walk
+from tests.support.promql_ast import (aggregations, comparisons, duration, matchings, parse, ranges, ranges_of,
+                                      walk)
 
 PAGE, CHRONIC, DIVERGENCE = "LLMServingPreemptionsHigh", "LLMServingPreemptionsChronic", \
     "LLMServingLatencyThroughputDivergence"
@@ -222,6 +223,29 @@ def test_chronic_after_a_page_reads_the_minutes_outside_it():
                  and n.vector_selector.name == "ALERTS"]
         outside = [(duration(n.range), duration(n.step)) for n in walk(expr) if isinstance(n, pp.SubqueryExpr)]
         assert (paged, outside) == (["30m"], [("30m", "1m")]), engine
+
+
+# The preemption counter each engine exports (engines/*.yaml `preemptions`; Ray Serve prefixes vLLM's with ray_vllm,
+# in both the underscore and the colon spelling across releases).
+PREEMPTION_COUNTERS = {"vllm": {"vllm:num_preemptions_total"}, "sglang": {"sglang:num_retracted_requests_total"},
+                       "ray-serve-vllm": {"ray_vllm_num_preemptions_total", "ray_vllm:num_preemptions_total"}}
+UNIT_LABELS = {"vllm": ("cluster", "namespace", "model_name", "instance", "engine"),
+               "sglang": ("cluster", "namespace", "model_name", "instance", "dp_rank"),
+               "ray-serve-vllm": ("cluster", "namespace", "model_name", "instance", "ReplicaId", "engine")}
+
+
+def test_the_chronic_warning_ends_with_its_units_series():
+    """Joined (`and on` the KV-cache unit) with the unit's own preemption counter at the evaluation instant, no
+    range: a pod autoscaling deleted stops being scraped, its staleness marker ends the join and the warning
+    (docs/alerts-and-runbooks.md "Pods that autoscaling removes")."""
+    found = {}
+    for engine, rules in alerts_named(CHRONIC).items():
+        joins = [n for n in walk(parse(rules[0]["expr"])) if isinstance(n, pp.BinaryExpr) and str(n.op) == "and"
+                 and n.modifier is not None and n.modifier.matching is not None]
+        found[engine] = [(tuple(j.modifier.matching.labels), {s.name for s in walk(j.rhs)
+                                                              if isinstance(s, pp.VectorSelector)}, ranges_of(j.rhs))
+                         for j in joins]
+    assert found == {engine: [(UNIT_LABELS[engine], PREEMPTION_COUNTERS[engine], set())] for engine in COUNTED}
 
 
 # ---- for, keep_firing_for, severity, labels -----------------------------------------------------------------
