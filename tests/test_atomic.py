@@ -10,7 +10,7 @@ import json
 import pytest
 
 from llmdash import atomic
-from llmdash.atomic import MANIFEST, update_outputs
+from llmdash.atomic import MANIFEST, plan_outputs, update_outputs
 from llmdash.errors import LlmdashError
 
 FILES = {"rules/a.yaml": "a\n", "rules/b.yaml": "b\n"}
@@ -41,6 +41,15 @@ def test_an_edited_file_no_longer_written_is_left_and_named(tmp_path):
     outcome = update_outputs(tmp_path, {"rules/a.yaml": "a\n"}, ["rules"])
     assert (outcome.removed, outcome.edited) == ([], ["rules/b.yaml"])
     assert (tmp_path / "rules/b.yaml").read_text() == "b, edited by hand\n"
+
+
+def test_the_plan_names_an_edited_file_edited_not_removed(tmp_path):
+    """`plan_outputs` is `build --check`'s answer: it reads the digest itself (the write's second check would
+    keep the file, but the plan would say it is removed)."""
+    update_outputs(tmp_path, FILES, ["rules"])
+    (tmp_path / "rules/b.yaml").write_text("b, edited by hand\n")
+    plan = plan_outputs(tmp_path, {"rules/a.yaml": "a\n"}, ["rules"])
+    assert (plan.removed, plan.edited) == ([], ["rules/b.yaml"])
 
 
 def test_a_file_llmdash_never_wrote_is_left_alone_and_counted(tmp_path):
