@@ -194,8 +194,9 @@ def check_expr(expr: str, spec: EngineSpec | None, known: Callable[[str], bool] 
 
 def _series_kind(name: str, spec: EngineSpec) -> tuple[str | None, str | None]:
     """(catalog metric name, kind of this series) for a scraped series name, (None, None) if unknown."""
-    if name in spec.metrics and spec.metrics[name].type != "histogram":
-        return name, spec.metrics[name].type
+    if name in spec.metrics:   # a native histogram is read by its base name, and is cumulative like its series
+        metric = spec.metrics[name]
+        return name, "counter" if metric.type == "histogram" else metric.type
     for part in HISTOGRAM_PARTS:
         base = name.removesuffix(f"_{part}")
         if base != name and base in spec.metrics and spec.metrics[base].type == "histogram":
@@ -209,8 +210,21 @@ def _unwrap(node):
     return node
 
 
+def _read_selector(node):
+    """The selector a counter reading reads: the selector itself, or the native histogram a native read of a
+    classic part takes (`histogram_count(h)`, `histogram_sum(h)`, `promql.native_at_or_under`: `… or
+    histogram_count(h)`)."""
+    node = _unwrap(node)
+    if isinstance(node, pp.BinaryExpr) and str(node.op) == "or":
+        node = _unwrap(node.rhs)
+    if isinstance(node, pp.Call) and node.func.name in ("histogram_count", "histogram_sum") and len(node.args) == 1:
+        node = _unwrap(node.args[0])
+    return node
+
+
 def _same_series(a, b, offset: bool) -> bool:
-    """Both selectors of one series; `a` shifted back (offset), `b` not."""
+    """Both readings of one series; `a` shifted back (offset), `b` not."""
+    a, b = _read_selector(a), _read_selector(b)
     return (isinstance(a, pp.VectorSelector) and isinstance(b, pp.VectorSelector) and a.name == b.name
             and str(a.matchers) == str(b.matchers) and bool(a.offset) == offset and not b.offset)
 
@@ -233,7 +247,7 @@ def _is_increments(node) -> bool:
             and _same_series(counter, _unwrap(before.rhs), False)
             and _same_series(counter, _unwrap(reset.lhs), False)
             and _same_series(_unwrap(fell.lhs), counter, True) and _same_series(counter, _unwrap(fell.rhs), False)
-            and before.lhs.offset == fell.lhs.offset)
+            and _read_selector(before.lhs).offset == _read_selector(fell.lhs).offset)
 
 
 class _Lint(PromqlWalk):
@@ -246,7 +260,7 @@ class _Lint(PromqlWalk):
 
     def walk(self, node, in_range_function: bool = False) -> list[str]:
         if _is_increments(node):   # still a series the catalog must know, read as a range function reads it
-            return self.walk(_unwrap(_unwrap(node).lhs).lhs, True)
+            return self.walk(_read_selector(_unwrap(_unwrap(node).lhs).lhs), True)
         return super().walk(node, in_range_function)
 
     def selector(self, node, in_range_function: bool) -> list[str]:

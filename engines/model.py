@@ -133,6 +133,12 @@ class Metric:
             return tuple(f"{self.name}_{part}" for part in HISTOGRAM_PARTS)
         return (self.name,)
 
+    @property
+    def stored_series(self) -> tuple[str, ...]:
+        """The names a Prometheus may store it under: the scraped series and, for a histogram, its base name, which
+        holds it as a native histogram (`convert_classic_histograms_to_nhcb`, or a native exposition)."""
+        return self.scraped_series + ((self.name,) if self.type == "histogram" else ())
+
 
 @dataclass(frozen=True)
 class Source:

@@ -21,7 +21,7 @@ from llmdash.engines.schema import LABEL_NAME
 from llmdash.errors import LlmdashError
 from llmdash.inputs import read_yaml, shorten
 from llmdash.rules.alertmanager import ROUTE_GROUP_LABELS
-from llmdash.rules.targets import TARGETS
+from llmdash.rules.targets import RULERS, TARGETS
 from llmdash.panels.signals import PAUSED_RESOLUTION
 from llmdash.vocabulary import BURN_PAIRS
 
@@ -215,6 +215,18 @@ class Rules:
 
 
 @dataclass(frozen=True)
+class Histograms:
+    """Which forms of a histogram the queries read. Unset `native`: per replica the classic `_bucket`/`_count`/`_sum`
+    series where it has them, else the native histogram of the base name (a Prometheus scraping with
+    `convert_classic_histograms_to_nhcb`, or a native exposition), so a fleet mid-migration is counted once per
+    replica; classic only where `rules.target` is a ruler without PromQL's native-histogram functions (vmalert).
+    false: classic only, for dashboards on VictoriaMetrics (which stores native histograms as `vmrange` buckets and
+    refuses `histogram_count`)."""
+
+    native: bool | None = None
+
+
+@dataclass(frozen=True)
 class Alerts:
     """Where each alert's runbook can be opened: `{alertname}` is replaced by the alert's name. Unset,
     rules carry no runbook_url (a relative path opens nowhere) and name the runbook file instead."""
@@ -276,11 +288,18 @@ class Config:
     fleet: Fleet = Fleet()
     logs: Logs = Logs()
     rules: Rules = Rules()
+    histograms: Histograms = Histograms()
     alerts: Alerts = Alerts()
     dashboard: DashboardSettings = DashboardSettings()
     grafana: GrafanaSettings = GrafanaSettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
     source: str = "defaults"
+
+    @property
+    def native_histograms(self) -> bool:
+        """Whether queries also read native histograms (`histograms.native`, by default the ruler's ability)."""
+        native = self.histograms.native
+        return RULERS[self.rules.target].native_histograms if native is None else native
 
     @property
     def engine_ids(self) -> tuple[str, ...]:
@@ -370,6 +389,9 @@ def _check(config: Config, path: Path) -> None:
 
     if config.rules.target not in TARGETS:
         bad("rules.target", f"unknown ruler {shorten(config.rules.target)} (known: {', '.join(TARGETS)})")
+    if config.histograms.native and not RULERS[config.rules.target].native_histograms:
+        bad("histograms.native", f"rules.target {config.rules.target} has no histogram_count (MetricsQL): "
+                                 "its rules can read classic histograms only; set false or leave it unset")
     known = available_engines()
     for engine in config.engines:
         if engine not in known:

@@ -2,7 +2,9 @@
 
 The rules they enforce, once: label values escaped; quantiles always over
 `sum by (le, <group>)` of bucket rates; ratios and quantiles that yield no series
-(rather than NaN or Inf) when there is no traffic. Which series to combine, and at which
+(rather than NaN or Inf) when there is no traffic; a native histogram read as the classic
+series it replaces (`native_buckets`, `native_at_or_under`, `per_replica`), so one expression
+answers over replicas that store either form. Which series to combine, and at which
 labels, is `llmdash.panels.signals`' business.
 """
 
@@ -12,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from llmdash.vocabulary import BASELINE_QUANTILE, MODEL_LABEL
+from llmdash.vocabulary import BASELINE_QUANTILE, BUCKET_LABEL, MODEL_LABEL
 
 
 def escape(value: str) -> str:
@@ -86,6 +88,45 @@ def bucket_set_matcher(buckets: list[Matcher]) -> Matcher:
     return Matcher("le", "=~", "|".join(texts + [re.escape("+Inf")]))
 
 
+def native_at_or_under(hist: str, bound: float) -> str:
+    """The observations at or under `bound` in the native histogram `hist` (a rate of one), the number a classic
+    histogram's `le` bucket holds: `histogram_fraction` from -Inf times `histogram_count`. Exact where `bound` is a
+    bucket boundary, as it is for a classic histogram stored with custom buckets (NHCB, from
+    `convert_classic_histograms_to_nhcb`): the fraction then sums whole buckets; elsewhere (an exponential
+    histogram) it interpolates, as `histogram_quantile` does. 0 while the histogram counts nothing (the fraction is
+    NaN then), as the classic bucket's rate is, so a sum over replicas stays a number."""
+    return (f"((histogram_fraction(-Inf, {_number(bound)}, {hist}) * histogram_count({hist}) >= 0) "
+            f"or histogram_count({hist}))")
+
+
+def native_buckets(hist: str, bounds: tuple[float, ...]) -> str:
+    """The native histogram `hist` (a rate of one) as the cumulative `le` buckets at `bounds` and +Inf of the
+    classic histogram it replaces, `le` written as Prometheus 3 stores a classic bucket's, so they sum with classic
+    bucket rates under one `histogram_quantile`. No series while the histogram counts nothing (a quantile of
+    empty buckets is NaN, which `quantile` drops anyway)."""
+    shares = " or ".join(f'label_replace(histogram_fraction(-Inf, {_number(bound)}, {hist}), "{BUCKET_LABEL}", '
+                         f'"{prometheus3_float(bound)}", "", "")' for bound in (*bounds, math.inf))
+    return f"({shares}) * ignoring ({BUCKET_LABEL}) group_left () histogram_count({hist}) >= 0"
+
+
+def _number(value: float) -> str:
+    """A float as a PromQL literal that reads back as exactly `value` (`+Inf` for infinity)."""
+    return "+Inf" if value == math.inf else repr(float(value))
+
+
+def native_part(part: str, hist: str) -> str:
+    """A classic histogram's `_count` or `_sum` read from the native histogram `hist`."""
+    return f"histogram_{part}({hist})"
+
+
+def per_replica(classic: str, native: str, identity: tuple[str, ...]) -> str:
+    """Per replica (`identity`: the labels that tell replicas apart), the classic histogram's read where it has
+    classic series, else the native histogram's: a fleet half converted to native histograms counts every replica
+    once, and a replica stored both ways (`always_scrape_classic_histograms`) once, always from its classic
+    series, whose `le` texts may differ from the native read's."""
+    return f"({classic}) or on ({', '.join(identity)}) ({native})"
+
+
 def clamp_min(expr: str, floor: float) -> str:
     return f"clamp_min({expr}, {floor:.6g})"
 
@@ -110,16 +151,18 @@ def as_model_name(expr: str, model_label: str, keep: bool = True) -> str:
     return named if keep else f'label_replace({named}, "{model_label}", "", "", "")'
 
 
-def increments(series_selector: str, step: str) -> str:
+def increments(series_selector: str, step: str, read=None) -> str:
     """What each counter series gained since the previous rule evaluation, `step` ago, without extrapolation:
     the latest sample now minus the latest sample `step` ago (the counter's own value after a reset, which starts
     it from 0). Summed over consecutive evaluations these telescope to exactly the samples' difference, where
     `increase()` scales the samples inside its range to the whole range. A series without a sample `step` ago
     (new, or back after a gap longer than the lookback) adds nothing until its second evaluation: nothing is
-    counted that no two samples show."""
-    before = f"{series_selector} offset {step}"
-    return (f"(({series_selector} - ({before} <= {series_selector})) "
-            f"or ({series_selector} and ({before} > {series_selector})))")
+    counted that no two samples show. `read(selector)`: a number from each series (of a native histogram, its count
+    or its observations up to a bound), taken now and `step` ago alike."""
+    now, before = series_selector, f"{series_selector} offset {step}"
+    if read is not None:
+        now, before = read(now), read(before)
+    return f"(({now} - ({before} <= {now})) or ({now} and ({before} > {now})))"
 
 
 def by(labels: tuple[str, ...]) -> str:

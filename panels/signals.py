@@ -270,23 +270,46 @@ class Signals(SignalsBase):
         return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
 
     def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = (),
-                    once: bool = True) -> str:
+                    once: bool = True, native=None) -> str:
         """`reduce by (group)` of the role's sources, deduplicated per unit (unless `once` is False: presence
-        needs no dedup), with fallbacks applied per replica (and rank), before aggregation."""
+        needs no dedup), with fallbacks applied per replica (and rank), before aggregation. `native(s)`: the same
+        read from a histogram source's native histogram, taken per replica where the replica has no classic
+        series (`promql.per_replica`), where native histograms are read (`Config.native_histograms`)."""
         group = self.model if group is None else tuple(group)
         sources = self.sources(role)
-        leaf = (lambda s: self._once_per_unit(s, per_source(s))) if once else per_source
-        if len(sources) == 1:
-            return f"{reduce}{promql.by(extra + group)} ({leaf(sources[0])})"
-        identity = extra + tuple(dict.fromkeys(self.instance_group + tuple(
+
+        def leaf(s: Source, read) -> str:
+            return self._once_per_unit(s, read(s)) if once else read(s)
+        natives = [native if native is not None and self.reads_native(s) else None for s in sources]
+        if len(sources) == 1 and natives[0] is None:
+            return f"{reduce}{promql.by(extra + group)} ({leaf(sources[0], per_source)})"
+        replica = tuple(dict.fromkeys(self.instance_group + tuple(
             label for label in group if label in self.spec.ranks.unit)))
-        per_replica = [f"{reduce}{promql.by(identity)} ({leaf(s)})" for s in sources]
-        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(per_replica)})"
+        identity = extra + replica
+
+        def per_replica(s: Source, alt) -> str:
+            classic = f"{reduce}{promql.by(identity)} ({leaf(s, per_source)})"
+            if alt is None:
+                return classic
+            return promql.per_replica(classic, f"{reduce}{promql.by(identity)} ({leaf(s, alt)})", replica)
+        reads = [per_replica(s, alt) for s, alt in zip(sources, natives)]
+        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(reads)})"
+
+    def reads_native(self, source: Source) -> bool:
+        """Whether `source` is also read from its native histogram: a histogram (or a part of one) where the
+        config reads native histograms."""
+        return source.metric.type == "histogram" and self.config.native_histograms
+
+    def _native_rate(self, source: Source, window: str) -> str:
+        """The rate of the source's native histogram (its base name, without `_bucket`)."""
+        return promql.rate(self._select(source, source.metric.name), window)
 
     def counter_rate(self, role: str, group=None, window: str | None = None, offset: str | None = None) -> str:
         """Per-second rate of a counter signal, summed per group (over the window ending `offset` ago)."""
         window = window or self.window
-        return self._per_series(role, lambda s: promql.rate(self._select(s), window, offset), "sum", group)
+        return self._per_series(role, lambda s: promql.rate(self._select(s), window, offset), "sum", group,
+                                native=lambda s: promql.native_part(s.part, promql.rate(
+                                    self._select(s, s.metric.name), window, offset)))
 
     def throughput(self, group=None, window=None) -> str:
         return self.counter_rate(Role.THROUGHPUT, group, window)
@@ -343,18 +366,20 @@ class Signals(SignalsBase):
 
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""
-        total = self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_sum"), self.window), "sum", group)
-        count = self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_count"), self.window), "sum", group)
+        total, count = (self._per_series(Role.PREEMPTIONS_PER_REQUEST, lambda s, part=part: promql.rate(
+            self._select(s, f"{s.metric.name}_{part}"), self.window), "sum", group,
+            native=lambda s, part=part: promql.native_part(part, self._native_rate(s, self.window)))
+            for part in ("sum", "count"))
         return promql.divide(total, count)
 
     def bucket_rates(self, role: str, group=None, window=None) -> str:
         """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
         window = window or self.window
         layout = self.layout_matchers(role)
+        bounds = self.common_bounds(role)
         return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket", layout), window),
-                                "sum", group, extra=(BUCKET_LABEL,))
+                                "sum", group, extra=(BUCKET_LABEL,), native=lambda s: promql.native_buckets(
+                                    self._native_rate(s, window), bounds or s.metric.buckets))
 
     def quantile(self, role: str, q: float = HEADLINE_QUANTILE, group=None, window=None) -> str:
         return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))
@@ -362,15 +387,23 @@ class Signals(SignalsBase):
     def share_above_top_bucket(self, role: str, group=None, window=None) -> str:
         """Share of observations above the highest finite bound, where a quantile would read the bound itself."""
         window = window or self.window
-        top = self.bucket(self.top_bound(role) / self.scale(role))
-        within = self._per_series(role, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_bucket", (top,)), window), "sum", group)
+        bound = self.top_bound(role) / self.scale(role)
+        within = self._at_or_under(role, lambda s: bound, window, group)
         return f"1 - {promql.divide(within, self._count_rate(role, group, window))}"
+
+    def _at_or_under(self, role: str, bound_of, window: str, group) -> str:
+        """Observations/s at or under each source's `bound_of(s)` (in its unit): the bucket of that bound, under
+        either `le` text, or the native histogram's share up to it."""
+        return self._per_series(
+            role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket", (self.bucket(bound_of(s)),)),
+                                        window), "sum", group,
+            native=lambda s: promql.native_at_or_under(self._native_rate(s, window), bound_of(s)))
 
     def _count_rate(self, role: str, group=None, window=None) -> str:
         window = window or self.window
         return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_count"), window),
-                                "sum", group)
+                                "sum", group,
+                                native=lambda s: promql.native_part("count", self._native_rate(s, window)))
 
     def mean_latency_parts(self, group=None, window=None) -> tuple[str, str]:
         """(seconds/s, tokens/s) of the mean role, summed per group with fallbacks per replica."""
@@ -387,9 +420,8 @@ class Signals(SignalsBase):
 
     def slo_share(self, role: str, target_seconds: float, group=None) -> str:
         """Share of observations at or under the target, read from the target's own bucket."""
-        le = self.bucket(bucket_for(self.sources(role)[0].metric, target_seconds))
-        good = self._per_series(role, lambda s: promql.rate(
-            self._select(s, f"{s.metric.name}_bucket", (le,)), self.window), "sum", group)
+        bound = bucket_for(self.sources(role)[0].metric, target_seconds)
+        good = self._at_or_under(role, lambda s: bound, self.window, group)
         return promql.divide(good, self._count_rate(role, group))
 
     def observation_rate(self, role: str, window: str, target_seconds: float | None = None, group=None) -> str:
@@ -397,23 +429,21 @@ class Signals(SignalsBase):
         given a target, those at or under it, read from the bucket whose bound it is under either `le` text."""
         if target_seconds is None:
             return self._count_rate(role, group, window)
-
-        def good(s: Source) -> str:
-            le = self.bucket(bucket_for(s.metric, target_seconds))
-            return promql.rate(self._select(s, f"{s.metric.name}_bucket", (le,)), window)
-        return self._per_series(role, good, "sum", group)
+        return self._at_or_under(role, lambda s: bucket_for(s.metric, target_seconds), window, group)
 
     def target_bucket(self, source: Source, target_seconds: float) -> str:
         """The source's bucket whose bound is the target, under either `le` text."""
         le = self.bucket(bucket_for(source.metric, target_seconds))
         return self._select(source, f"{source.metric.name}_bucket", (le,))
 
-    def increments(self, role: str, step: str, group=None, of=None) -> str:
+    def increments(self, role: str, step: str, group=None, of=None, native=None) -> str:
         """What the role's counters (or `of(source)`'s series) gained since the previous evaluation `step` ago
-        (`promql.increments`), summed per group with fallbacks per replica."""
+        (`promql.increments`), summed per group with fallbacks per replica; `native(s)(h)`: the same number read from
+        a replica's native histogram `h` of source `s` where it has no classic series."""
         def series(s: Source) -> str:
             return promql.increments(of(s) if of else self._select(s), step)
-        return self._per_series(role, series, "sum", group)
+        return self._per_series(role, series, "sum", group, native=native and (
+            lambda s: promql.increments(self._select(s, s.metric.name), step, native(s))))
 
     def measured_increments(self, role: str, step: str, target_seconds: float, group=None) -> tuple[str, str]:
         """(observations, those at or under the target) a latency histogram gained since the previous evaluation,
@@ -422,13 +452,18 @@ class Signals(SignalsBase):
         def count(s: Source) -> str:
             events = promql.increments(self._select(s, f"{s.metric.name}_count"), step)
             return f"{events} and ignoring ({BUCKET_LABEL}) {self.target_bucket(s, target_seconds)}"
-        good = self.increments(role, step, group, lambda s: self.target_bucket(s, target_seconds))
-        return self._per_series(role, count, "sum", group), good
+        good = self.increments(role, step, group, lambda s: self.target_bucket(s, target_seconds),
+                               native=lambda s: lambda h: promql.native_at_or_under(
+                                   h, bucket_for(s.metric, target_seconds)))
+        events = self._per_series(role, count, "sum", group, native=lambda s: promql.increments(
+            self._select(s, s.metric.name), step, lambda h: promql.native_part("count", h)))
+        return events, good
 
     def exporting(self, role: str, of=None) -> str:
-        """1 per replica that exports some source of the role (`of(source)`'s series, given `of`): what an SLO's
-        coverage counts."""
-        return self._per_series(role, of or self._select, "group", self.instance_group, once=False)
+        """1 per replica that exports some source of the role (`of(source)`'s series, given `of`, or else, for a
+        histogram, its native histogram): what an SLO's coverage counts."""
+        return self._per_series(role, of or self._select, "group", self.instance_group, once=False,
+                                native=(lambda s: self._select(s, s.metric.name)) if of else None)
 
     def _baseline(self, expr: str) -> str:
         return promql.baseline(expr, self.config.divergence)
@@ -451,7 +486,8 @@ class Signals(SignalsBase):
         at once with its staleness markers, where a rate over a window would still read its last samples."""
         def series(s: Source) -> str:
             return self._select(s, f"{s.metric.name}_count" if s.metric.type == "histogram" and not s.part else None)
-        return self._per_series(role, series, "group", self.instance_group if group is None else group, once=False)
+        return self._per_series(role, series, "group", self.instance_group if group is None else group, once=False,
+                                native=lambda s: self._select(s, s.metric.name))
 
 
 class LogSignals:

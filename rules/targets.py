@@ -27,11 +27,15 @@ class Ruler:
     # not (vmalert writes them back by remote write, asynchronously, so its alert sees the previous evaluation's),
     # the page reads raw series itself: a minute sooner at a 1m interval (docs/benchmarks/bench-detect.md)
     fresh_recordings: bool = True
+    # whether its query language has PromQL's native-histogram functions (histogram_count, histogram_sum,
+    # histogram_fraction): VictoriaMetrics' MetricsQL has no histogram_count or histogram_sum (1.151: `unsupported
+    # function "histogram_count"`, and vmalert refuses the file), so rules for it read classic series only
+    native_histograms: bool = True
 
 
 RULERS = {
     "prometheus": Ruler(True, "Prometheus >= 2.42 accepts keep_firing_for"),
-    "vmalert": Ruler(False, "vmalert < 1.92 rejects keep_firing_for (1.79 is Debian's); 1.92 added it", False),
+    "vmalert": Ruler(False, "vmalert < 1.92 rejects keep_firing_for (1.79 is Debian's); 1.92 added it", False, False),
     "mimir": Ruler(True, "Mimir's ruler runs Prometheus' rule engine; keep_firing_for since grafana/mimir#4099"),
     "thanos": Ruler(False, "Thanos Ruler's keep_firing_for support is unconfirmed: the hold is kept in the expression"),
 }

@@ -54,7 +54,7 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
         if metrics is not None:
             inventory = read_metrics(metrics, client)
         else:
-            wanted = catalog_series(load_all().values(), config.selectors)
+            wanted = catalog_series(load_all().values(), config.selectors, (config.fleet.instance_label,))
             inventory = PrometheusReader(prometheus_url, config.selectors, client).inventory(wanted)
     finally:
         client.close()

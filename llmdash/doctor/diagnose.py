@@ -109,7 +109,7 @@ class EngineReport:
 
 
 def _metric_of_series(spec: EngineSpec) -> dict[str, Metric]:
-    return {series: metric for metric in spec.metrics.values() for series in metric.scraped_series}
+    return {series: metric for metric in spec.metrics.values() for series in metric.stored_series}
 
 
 def name_prefixes(spec: EngineSpec) -> tuple[str, ...]:
@@ -140,7 +140,7 @@ def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection
     (a release newer than the catalog may export only names the catalog does not list yet)."""
     found = []
     for spec in specs.values():
-        present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.scraped_series)]
+        present = [m for m in spec.metrics.values() if any(s in inventory.series for s in m.stored_series)]
         prefixes = name_prefixes(spec)
         if not _recognised(spec, present) and not (prefixes and any(n.startswith(prefixes) for n in inventory.series)):
             continue
@@ -159,7 +159,7 @@ def detect(inventory: Inventory, specs: dict[str, EngineSpec]) -> list[Detection
 def _label_evidence(metric: Metric, inventory: Inventory) -> tuple[list[Version], list[Version]]:
     """Versions a present series' labels imply: a label the catalog says arrived in version V, carried
     by some series, means V or later; carried by none, before V (SGLang's gauges gained tp_rank in 0.4.10)."""
-    series = [labels for name in metric.scraped_series for labels in inventory.series.get(name, [])]
+    series = [labels for name in metric.stored_series for labels in inventory.series.get(name, [])]
     since, until = [], []
     for label, first in metric.labels_since:
         (since if any(label in labels for labels in series) else until).append(first)
@@ -324,22 +324,75 @@ def diagnose(inventory: Inventory, config: Config, from_scrape: bool) -> list[En
         raise LlmdashError(f"{inventory.source}: no engine recognised: none of its {len(inventory.series)} "
                            "series names is in an engine catalog or under an engine's name prefix")
     detected = replace(config, engines=tuple(d.spec.id for d in configured))  # build only what is being checked
-    dashboards = {name: model for name, model in build_dashboards(detected).items() if name != FLEET}
-    rules = build_rule_files(detected)
+    built = _Built(detected)
     reports = []
     for detection in configured:
-        engine = detection.spec.id
-        # the catalog's default selectors (e.g. job) are target labels too
-        target_labels = set(config.selectors) | set(dict(detection.spec.selectors)) if from_scrape else set()
-        rule_checks, derived = _rule_checks(rules[engine])
-        walker = _Walker(inventory, detection, derived, target_labels)
-        checks = []
-        for check, expr in _dashboard_checks(dashboards[engine]) + rule_checks:
-            check.problems = walker.expression(expr)
-            checks.append(check)
+        checks = built.checks(inventory, detection, config, from_scrape)
         notes = []
         if detection.outside_catalog:
             notes.append(f"versions {detection.versions} are outside the catalog's {detection.spec.versions}")
+        notes += _native_notes(inventory, detection, config, checks, from_scrape)
         reports.append(EngineReport(detection, checks, notes, slo_checks(inventory, detection.spec, config)))
     return reports
 
+
+class _Built:
+    """The dashboards and rule files of a config, built once, and the checks of one engine's queries on them."""
+
+    def __init__(self, config: Config):
+        self.dashboards = {name: model for name, model in build_dashboards(config).items() if name != FLEET}
+        self.rules = build_rule_files(config)
+
+    def checks(self, inventory: Inventory, detection: Detection, config: Config, from_scrape: bool) -> list[Check]:
+        engine = detection.spec.id
+        # the catalog's default selectors (e.g. job) are target labels too
+        target_labels = set(config.selectors) | set(dict(detection.spec.selectors)) if from_scrape else set()
+        rule_checks, derived = _rule_checks(self.rules[engine])
+        walker = _Walker(inventory, detection, derived, target_labels)
+        checks = []
+        for check, expr in _dashboard_checks(self.dashboards[engine]) + rule_checks:
+            check.problems = walker.expression(expr)
+            checks.append(check)
+        return checks
+
+
+def _native_notes(inventory: Inventory, detection: Detection, config: Config, checks: list[Check],
+                  from_scrape: bool) -> list[str]:
+    """What the series say of native histograms. A Prometheus stores one under the histogram's base name (a classic
+    one converted at scrape by `convert_classic_histograms_to_nhcb`, or scraped native by protobuf): then which of
+    the engine's queries read them, that classic-only queries would leave empty. A text page never shows a native
+    histogram (only the protobuf exposition carries one), but a histogram whose text has no finite bucket, only
+    +Inf, `_count` and `_sum`, is exported as a native one."""
+    spec = detection.spec
+    histograms = [m for m in spec.metrics.values() if m.type == "histogram"]
+    if from_scrape:
+        native_only = [m.name for m in histograms if f"{m.name}_count" in inventory.series and all(
+            labels.get("le") == "+Inf" for labels in inventory.series.get(f"{m.name}_bucket", []))]
+        return [f"{', '.join(native_only)}: no finite bucket on this text page, only +Inf: exported as native "
+                "histograms, which a Prometheus scraping protobuf with scrape_native_histograms stores under the base "
+                "name (the text form's classic buckets are then dropped); check it with --prometheus"] \
+            if native_only else []
+    native = [m.name for m in histograms if m.name in inventory.series]
+    if not native:
+        return []
+    stored = f"stored as native histograms: {', '.join(native)}"
+    # series with no classic twin (the classic parts dropped): classic-only queries leave their replicas out
+    alone = sorted({labels.get(config.fleet.instance_label, "") for name in native for labels in inventory.series[name]
+                    if labels not in inventory.series.get(f"{name}_count", [])})
+    if alone:
+        shown = ", ".join(printing.text(i, inventory.secrets, VALUE_CHARS) for i in alone[:VALUES_SHOWN])
+        stored += f", with no classic series on {config.fleet.instance_label} {shown}" + \
+            (" …" if len(alone) > VALUES_SHOWN else "")
+    else:
+        stored += ", each beside its classic series (always_scrape_classic_histograms), which the queries read"
+    if not config.native_histograms:
+        return [f"{stored}; histograms.native: false reads only the classic series: leave it unset or set it true"]
+    classic = _Built(replace(config, engines=(spec.id,), histograms=replace(config.histograms, native=False)))
+    would_be_empty = [c for c, now in zip(classic.checks(inventory, detection, config, False), checks)
+                      if now.filled and not c.filled]
+    if not would_be_empty:
+        return [stored]
+    panels = list(dict.fromkeys(c.title for c in would_be_empty if c.kind in ("panel", "annotation")))
+    rules = list(dict.fromkeys(c.title for c in would_be_empty if c.kind not in ("panel", "annotation")))
+    return [f"{stored}; read from them, empty on classic series alone: panels {', '.join(panels) or 'none'}; "
+            f"rules {', '.join(rules) or 'none'}"]

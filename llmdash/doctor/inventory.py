@@ -280,14 +280,15 @@ def _is_matrix(data) -> bool:
         for item in data["result"])
 
 
-def catalog_series(specs, selectors: dict[str, str]) -> dict[str, set[str]]:
-    """Every series name an engine catalog lists -> the labels the doctor judges on it: the catalogs'
-    labels of that series (every version's), `le` and `quantile`, and the labels selectors match on (the
-    config's, and each catalog's defaults such as job)."""
-    always = {"le", "quantile", *selectors, *(label for spec in specs for label, _ in spec.selectors)}
+def catalog_series(specs, selectors: dict[str, str], replica: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Every series name an engine catalog lists (a histogram's native one under its base name too) -> the labels
+    the doctor judges on it: the catalogs' labels of that series (every version's), `le` and `quantile`, the labels
+    selectors match on (the config's, and each catalog's defaults such as job) and `replica` (what tells the
+    replicas stored only as native histograms apart)."""
+    always = {"le", "quantile", *selectors, *replica, *(label for spec in specs for label, _ in spec.selectors)}
     wanted: dict[str, set[str]] = {}
     for spec in specs:
         for metric in spec.metrics.values():
-            for series in metric.scraped_series:
+            for series in metric.stored_series:
                 wanted.setdefault(series, set(always)).update(metric.labels)
     return wanted

@@ -84,6 +84,12 @@ def _latency(inventory: Inventory, spec: EngineSpec, ind: Indicator, metrics: li
     """A check per histogram of the SLI on the page (the rules fall back per replica between them); one
     naming the newest when none is."""
     present = [m for m in metrics if f"{m.name}_bucket" in inventory.series]
+    native = [SloCheck(ind.name, ind.objective.kind, m.name, f"histogram_fraction up to {ind.target_seconds:g}s", True,
+                       note="a native histogram (its bounds are not in the series list): the SLI counts good events "
+                            "as histogram_fraction up to the target times histogram_count, exact at a bucket bound")
+              for m in metrics if m.name in inventory.series and m not in present]
+    if native:
+        return [_bucket(inventory, spec, ind, metric) for metric in present] + native
     if not present:
         names = ", ".join(f"{m.name}_bucket" for m in metrics)
         check = SloCheck(ind.name, ind.objective.kind, f"{metrics[0].name}_bucket", _target(spec, metrics[0], ind),

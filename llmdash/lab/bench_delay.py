@@ -261,8 +261,10 @@ def _rule_file(engine: str, config: Config, backend: Backend, directory: Path) -
     """The rule file the backend's ruler loads (see `Backend`), at a path that puts vmalert's evaluations at
     the backend's phase (within half a second, or a twentieth of a shorter interval)."""
     target = "prometheus" if backend.latency_offset is None or backend.page_on_recorded else "vmalert"
+    on_vmalert = backend.latency_offset is not None     # its MetricsQL has no native-histogram functions
     model = build_rules(load_engine(engine), dataclasses.replace(
-        config, rules=dataclasses.replace(config.rules, target=target)))
+        config, rules=dataclasses.replace(config.rules, target=target),
+        histograms=dataclasses.replace(config.histograms, native=False) if on_vmalert else config.histograms))
     if backend.page_on_recorded:
         model = for_target(model, "vmalert")
     path = directory / f"{engine}.{backend.name}.rules.yaml"

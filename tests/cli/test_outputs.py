@@ -70,7 +70,9 @@ def test_a_build_removes_only_the_dropped_engines_files_and_never_a_foreign_one(
     after = snapshot(out)
     assert sorted(set(before) - set(after)) == SGLANG_FILES
     changed = sorted(rel for rel in after if before.get(rel) != after[rel])
-    assert changed == [MANIFEST, "mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"]
+    # the inhibitions' same-unit rule matches every built engine's unit labels: without sglang, no dp_rank
+    assert changed == [MANIFEST, "alertmanager/alertmanager.yml", "alertmanager/llmdash-inhibit-rules.yaml",
+                       "mixin/prometheus_alerts.yaml", "mixin/prometheus_rules.yaml"]
     assert {rel: after[rel] for rel in theirs} == theirs
     assert result.stdout.count("note: left alone") == 1
     assert "left alone 6 files llmdash did not write" in result.stdout
@@ -83,11 +85,11 @@ def test_the_report_counts_written_unchanged_and_removed_apart(tmp_path):
     (out / "rules/vllm.rules.yaml").write_text("stale\n")
     result = build(out, config=VLLM_ONLY)
     assert result.returncode == 0, result.stderr
-    # vllm's rules rewritten and both mixin rule files now without sglang's; the other 17 of the 20 files (the eight
-    # runbooks, the Alertmanager files and vllm's v2 twin among them) as they were; sglang's five files removed: a
-    # removal is no write
+    # vllm's rules rewritten, both mixin rule files now without sglang's and both Alertmanager files without its
+    # dp_rank unit label; the other 15 of the 20 files (the eight runbooks and vllm's v2 twin among them) as they
+    # were; sglang's five files removed: a removal is no write
     summary = result.stdout.splitlines()[0]
-    assert summary == f"files under {out}/: 3 written, 17 unchanged, 5 removed"
+    assert summary == f"files under {out}/: 5 written, 15 unchanged, 5 removed"
     assert "  wrote rules/vllm.rules.yaml" in result.stdout.splitlines()
     assert [line for line in result.stdout.splitlines() if line.startswith("  removed")] == \
         [f"  removed {rel}" for rel in SGLANG_FILES]

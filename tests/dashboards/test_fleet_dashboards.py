@@ -58,11 +58,12 @@ def row_of(dashboard: dict, title: str) -> str:
 
 def test_renamed_series_fall_back_per_replica_before_aggregating(default_build):
     itl = panel(default_build["vllm"], "ITL p99")["targets"][0]["expr"]
-    # each name reduced to the replica, then new-or-old, then the model's buckets
-    assert itl.startswith("histogram_quantile(0.99, sum by (le, cluster, namespace, model_name) ((sum by "
+    # each name reduced to the replica (its classic buckets, else its native histogram's), then new-or-old, then
+    # the model's buckets
+    assert itl.startswith("histogram_quantile(0.99, sum by (le, cluster, namespace, model_name) (((sum by "
                           "(le, cluster, namespace, model_name, instance) "
                           "(rate(vllm:inter_token_latency_seconds_bucket")
-    assert ("or (sum by (le, cluster, namespace, model_name, instance) "
+    assert ("or ((sum by (le, cluster, namespace, model_name, instance) "
             "(rate(vllm:time_per_output_token_seconds_bucket") in itl
     kv = panel(default_build["vllm"], "KV-cache usage")["targets"][0]["expr"]
     assert kv.startswith("max by (cluster, namespace, model_name) ((max by (cluster, namespace, model_name, instance) "

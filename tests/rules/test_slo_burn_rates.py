@@ -14,7 +14,7 @@ from llmdash.engines.catalog import load_engine
 from llmdash.rules.generate import build_rules, render_rules
 from llmdash.vocabulary import BURN_PAIRS as PAIRS
 from llmdash.vocabulary import Alert
-from tests.support.promtool import promtools, run_rule_tests
+from tests.support.promtool import run_rule_tests
 
 SPEC = load_engine("vllm")
 TTFT = "vllm:time_to_first_token_seconds"
@@ -85,8 +85,7 @@ def never(alert: str, model: str, until: int = MINUTES - 1) -> dict:
                     f'[{until}m])', "eval_time": f"{until}m", "exp_samples": []}
 
 
-@pytest.mark.parametrize("binary", promtools())
-def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, binary):
+def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, stack):
     rules = tmp_path / "vllm.rules.yaml"
     rules.write_text(render_rules(build_rules(SPEC, CONFIG)))
     fast, slow = Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW
@@ -107,7 +106,7 @@ def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, binary):
         never(fast, "low_traffic"), never(slow, "low_traffic"),
         never(fast, "steady"), never(slow, "steady"),
     ]
-    run_rule_tests(tmp_path, rules, input_series(), checks, binary=binary)
+    run_rule_tests(tmp_path, rules, input_series(), checks, binary=stack.binary("promtool"))
 
 
 def thresholds(objective: float) -> list[float]:

@@ -8,19 +8,18 @@ over 1d and 2h, or 0.1 % over 3d and 6h), `min_bad_events` 5. A request finishes
 model is one replica; the value at minute m is the counter after minute m's requests, so the evaluation at m
 sees them. Every expected minute below is worked out by hand in its comment.
 
-Each test runs on every promtool `tests.support.promtool.promtools()` lists: Debian's 2.42 (closed ranges) and,
-where `LLMDASH_PROMTOOLS` names it, a current Prometheus 3 (left-open ranges); the expectations are the same.
+Each test runs on both stacks (the `stack` fixture): Debian's promtool 2.42 (closed ranges) and the current
+promtool 3.16 (left-open ranges); the expectations are the same.
 """
 
 from __future__ import annotations
 
-import pytest
 
 from llmdash.config import Config, Objective, Slo
 from llmdash.engines.catalog import load_engine
 from llmdash.rules.generate import build_rules, render_rules
 from llmdash.vocabulary import Alert
-from tests.support.promtool import promtools, run_rule_tests
+from tests.support.promtool import run_rule_tests
 
 FAST, SLOW, COVERAGE = Alert.SLO_BURN_FAST, Alert.SLO_BURN_SLOW, Alert.SLO_COVERAGE_LOW
 SUCCESS = "vllm:request_success_total"
@@ -105,8 +104,7 @@ CONFIG = Config(engines=("vllm",), slo=Slo(objectives=(
     Objective(name="availability", sli="availability", objective=0.999, min_bad_events=5),)))
 
 
-@pytest.mark.parametrize("binary", promtools())
-def test_bad_events_are_counted_exactly_and_min_bad_events_is_at_least(tmp_path, binary):
+def test_bad_events_are_counted_exactly_and_min_bad_events_is_at_least(tmp_path, stack):
     rules = tmp_path / "vllm.rules.yaml"
     rules.write_text(render_rules(build_rules(load_engine("vllm"), CONFIG)))
     checks = [
@@ -140,7 +138,7 @@ def test_bad_events_are_counted_exactly_and_min_bad_events_is_at_least(tmp_path,
         # could (10 (k+1) >= 0.006 x 180000 at k = 107)
         never(FAST, "aborts", ABORT_ONSET + 42), alerts(FAST, "aborts", ABORT_ONSET + 43, True),
     ]
-    run_rule_tests(tmp_path, rules, input_series(), checks, timeout=900, binary=binary)
+    run_rule_tests(tmp_path, rules, input_series(), checks, timeout=900, binary=stack.binary("promtool"))
 
 
 # ---- a replica the SLI cannot measure ------------------------------------------------------------------------
@@ -169,8 +167,7 @@ def sglang_series() -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("binary", promtools())
-def test_a_replica_without_the_target_bucket_pages_nothing_and_lowers_coverage(tmp_path, binary):
+def test_a_replica_without_the_target_bucket_pages_nothing_and_lowers_coverage(tmp_path, stack):
     rules = tmp_path / "sglang.rules.yaml"
     rules.write_text(render_rules(build_rules(load_engine("sglang"), SGLANG_CONFIG)))
     prefix = "cluster_namespace_model_name:llm_slo"
@@ -200,4 +197,4 @@ def test_a_replica_without_the_target_bucket_pages_nothing_and_lowers_coverage(t
         {"expr": f'ALERTS{{alertname="{COVERAGE}", alertstate="firing"}}', "eval_time": "15m",
          "exp_samples": [{"labels": f"ALERTS{{{coverage_labels}}}", "value": 1}]},
     ]
-    run_rule_tests(tmp_path, rules, sglang_series(), checks, timeout=300, binary=binary)
+    run_rule_tests(tmp_path, rules, sglang_series(), checks, timeout=300, binary=stack.binary("promtool"))

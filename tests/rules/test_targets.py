@@ -10,13 +10,14 @@ from llmdash.config import Config, load_config
 from llmdash.engines.catalog import load_engine
 from llmdash.errors import LlmdashError
 from llmdash.rules.generate import build_rules, recorded_series
-from llmdash.rules.targets import TARGETS, for_target
+from llmdash.rules.targets import RULERS, TARGETS, for_target
 from llmdash.vocabulary import Alert
 
 
-def rules_for(target: str, engine: str = "vllm") -> dict[str, dict]:
+def rules_for(target: str, engine: str = "vllm", native: bool | None = None) -> dict[str, dict]:
     config = Config()
-    config = dataclasses.replace(config, rules=dataclasses.replace(config.rules, target=target))
+    config = dataclasses.replace(config, rules=dataclasses.replace(config.rules, target=target),
+                                 histograms=dataclasses.replace(config.histograms, native=native))
     return {rule.get("alert") or rule["record"]: rule for g in build_rules(load_engine(engine), config)["groups"]
             for rule in g["rules"]}
 
@@ -37,7 +38,8 @@ def held_condition(expr: str, hold: str, step: str) -> str:
 
 @pytest.mark.parametrize("target", ["vmalert", "thanos"])
 def test_a_ruler_without_keep_firing_for_gets_the_hold_in_the_expression(target):
-    plain, shaped = rules_for("prometheus"), rules_for(target)
+    # the same rules, read from classic histograms only where the ruler has no native-histogram functions
+    plain, shaped = rules_for("prometheus", native=RULERS[target].native_histograms), rules_for(target)
     step = Config().rules.interval or ""          # unset: the subquery steps at the evaluation interval
     held = {name for name, rule in plain.items() if "keep_firing_for" in rule}
     assert Alert.PREEMPTIONS_HIGH in held

@@ -1,13 +1,10 @@
 """`promtool test rules` over a rule file and hand-shaped input series: the one runner every rules test uses.
 
-Which promtool: Debian's (2.42, on PATH) by default. `LLMDASH_PROMTOOLS` may name more binaries, separated by
-the path separator (`:`), e.g. a current Prometheus 3 build; `promtools()` lists them all, so a test that must
-hold on Prometheus 2's closed and Prometheus 3's left-open ranges parametrizes over it and runs the same test
-file on each (`run_rule_tests(..., binary=...)`)."""
+Which promtool: Debian's (2.42, on PATH) by default; a test that must hold on Prometheus 2's closed and
+Prometheus 3's left-open ranges asks for the `stack` fixture and passes `binary=stack.binary("promtool")`."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -15,8 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-EXTRA_ENV = "LLMDASH_PROMTOOLS"
 
 
 def promtool() -> str:
@@ -28,32 +23,23 @@ def promtool() -> str:
     return path
 
 
-def promtools() -> list[str]:
-    """Every promtool to run a rules test on: PATH's, then each one `LLMDASH_PROMTOOLS` names (a named binary
-    that does not exist fails the test: a typo must not pass as a run)."""
-    extra = [p for p in os.environ.get(EXTRA_ENV, "").split(os.pathsep) if p]
-    return ["promtool", *extra]
-
-
 def resolve(binary: str) -> str:
-    if binary == "promtool":
-        return promtool()
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        pytest.fail(f"{EXTRA_ENV} names {binary}, which is not an executable file")
-    return binary
+    return promtool() if binary == "promtool" else binary
 
 
 def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict], checks: list[dict],
                    timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None,
-                   interval: str = "1m") -> None:
+                   interval: str = "1m", group_eval_order: list[str] | None = None) -> None:
     """Evaluate `rules` (one rule file or several, loaded together) every minute over `input_series` (samples
     `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test` check, given), with
-    `binary` (a name from `promtools()`)."""
+    `binary` (PATH's promtool, or a stack's path). `group_eval_order`: the groups evaluated first at each instant, in
+    this order (else promtool's order is random)."""
     files = [rules] if isinstance(rules, Path) else list(rules)
     case = {"interval": interval, "input_series": input_series, "promql_expr_test": checks}
     if alert_checks:
         case["alert_rule_test"] = alert_checks
-    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m", "tests": [case]}
+    test = {"rule_files": [str(path) for path in files], "evaluation_interval": "1m",
+            **({"group_eval_order": group_eval_order} if group_eval_order else {}), "tests": [case]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
     result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
