@@ -32,8 +32,10 @@ _KEY_VALUE = re.compile(
     r"|x-amz-(?:signature|credential|security-token)|x-goog-(?:signature|credential))=)"
     r"(?!\*\*\*)(?P<value>(?:bearer\s+|basic\s+)?[^\s\"'&,;]+)")   # (?!***): scrubbing twice changes nothing
 _BEARER = re.compile(r"(?i)\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
-# What the unwrapped view decodes: \uXXXX and the short escapes of a JSON (or Go) string, and line breaks.
-_WRAPPING = re.compile(r'\\u([0-9a-fA-F]{4})|\\([nrt"/\\])|[\r\n\x0b\x0c\x85\u2028\u2029]')
+# What the unwrapped view decodes: \uXXXX (a surrogate pair as the one character it encodes: JSON encoders that
+# escape non-ASCII write one above U+FFFF so) and the short escapes of a JSON (or Go) string, and line breaks.
+_WRAPPING = re.compile(r'\\u((?:[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|[0-9a-fA-F]{4})'
+                       r'|\\([nrt"/\\])|[\r\n\x0b\x0c\x85\u2028\u2029]')
 _SHORT_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "/": "/", "\\": "\\"}
 _LINE_BREAKS = "\r\n\x0b\x0c\x85\u2028\u2029"
 
@@ -79,7 +81,7 @@ class _Unwrapped:
                 parts.append(text[at:match.start()])
                 size += match.start() - at
             hexa, short = match.group(1), match.group(2)
-            char = chr(int(hexa, 16)) if hexa else _SHORT_ESCAPES[short] if short else match.group(0)
+            char = json.loads(f'"{match.group(0)}"') if hexa else _SHORT_ESCAPES[short] if short else match.group(0)
             if char not in _LINE_BREAKS:
                 view_starts.append(size)
                 starts.append(match.start())

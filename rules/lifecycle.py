@@ -74,6 +74,10 @@ LIFECYCLE: dict[Alert, Lifecycle] = {
     Alert.SLO_BURN_SLOW: Lifecycle(
         Unit.OBJECTIVE, "one objective of one model in one fleet group",
         "when no pair of windows burns above its rate any more (the short window ends it within minutes)"),
+    Alert.SLO_COVERAGE_LOW: Lifecycle(
+        Unit.OBJECTIVE, "one objective of one model in one fleet group",
+        "at the first evaluation where every replica serving the model exports what the SLI needs (the bucket at "
+        "the latency target, or the failed-request series), or when no replica serves the model any more"),
 }
 
 

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from llmdash.atomic import MANIFEST, update_outputs
+from llmdash import atomic
+from llmdash.atomic import MANIFEST, plan_outputs, update_outputs
 from llmdash.errors import LlmdashError
 
 FILES = {"rules/a.yaml": "a\n", "rules/b.yaml": "b\n"}
@@ -40,6 +41,15 @@ def test_an_edited_file_no_longer_written_is_left_and_named(tmp_path):
     outcome = update_outputs(tmp_path, {"rules/a.yaml": "a\n"}, ["rules"])
     assert (outcome.removed, outcome.edited) == ([], ["rules/b.yaml"])
     assert (tmp_path / "rules/b.yaml").read_text() == "b, edited by hand\n"
+
+
+def test_the_plan_names_an_edited_file_edited_not_removed(tmp_path):
+    """`plan_outputs` is `build --check`'s answer: it reads the digest itself (the write's second check would
+    keep the file, but the plan would say it is removed)."""
+    update_outputs(tmp_path, FILES, ["rules"])
+    (tmp_path / "rules/b.yaml").write_text("b, edited by hand\n")
+    plan = plan_outputs(tmp_path, {"rules/a.yaml": "a\n"}, ["rules"])
+    assert (plan.removed, plan.edited) == ([], ["rules/b.yaml"])
 
 
 def test_a_file_llmdash_never_wrote_is_left_alone_and_counted(tmp_path):
@@ -88,3 +98,24 @@ def test_a_users_own_file_at_an_aside_path_is_kept(tmp_path):
     assert outcome.diverted == {"kustomization.yaml": "llmdash/kustomization.yaml"}
     assert (tmp_path / "kustomization.yaml").read_text() == "mine\n"
     assert (tmp_path / "llmdash/kustomization.yaml").read_text() == "ours\n"
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_plan_is_refused_by_the_write_itself(tmp_path):
+    """The writes go through directories opened without following a link (O_NOFOLLOW): a directory replaced by a
+    link between the plan's symlink check and the renames cannot redirect them."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    update_outputs(out, FILES, ["rules"])
+    (out / "rules").rename(tmp_path / "moved")
+    (out / "rules").symlink_to(elsewhere)
+    with pytest.raises(LlmdashError, match="is a symlink or not a directory; llmdash writes only in real directories"):
+        atomic._replace(out, out, {"rules/a.yaml": "new\n"}, {})
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_file_saved_by_its_user_after_the_plan_is_kept_not_removed(tmp_path):
+    """The digest of a file to remove is checked again right before the unlink."""
+    update_outputs(tmp_path, FILES, ["rules"])
+    (tmp_path / "rules/b.yaml").write_text("saved by its user\n")
+    kept = atomic._replace(tmp_path, tmp_path, {}, {"rules/b.yaml": hashlib.sha256(b"b\n").hexdigest()})
+    assert kept == ["rules/b.yaml"] and (tmp_path / "rules/b.yaml").read_text() == "saved by its user\n"

@@ -61,6 +61,16 @@ def test_known_secret_json_escaped():
     assert scrub('{"error": "bad key a\\"b"}', ['a"b']) == '{"error": "bad key ***"}'
 
 
+def test_known_secret_json_escaped_above_the_basic_plane():
+    # an encoder escaping non-ASCII (Python's json by default) writes U+1F600 as its UTF-16 surrogate pair
+    assert scrub('{"error": "bad key p\\ud83d\\ude00w"}', ["p\U0001f600w"]) == '{"error": "bad key ***"}'
+
+
+def test_known_secret_json_escaped_form_feed():
+    # JSON's \f (and \b) short escapes: only the JSON-escaped form of the secret matches them
+    assert scrub('{"error": "bad key a\\fb"}', ["a\fb"]) == '{"error": "bad key ***"}'
+
+
 def test_known_secret_percent_encoded_space():
     # the one form where quote and quote_plus differ: a space is %20 in a path, + in a form
     assert scrub("/p/my%20pass%20word/x", ["my pass word"]) == "/p/***/x"

@@ -38,8 +38,11 @@ RULES = ("tests/rules/test_alert_golden.py",)
 GROUPING = ("tests/rules/test_alert_golden.py", "tests/dashboards/test_two_clusters.py")
 FLEET = ("tests/dashboards/test_two_clusters.py", "tests/dashboards/test_fleet_dashboards.py")
 FLOAT = ("tests/panels/test_prometheus3_float.py",)
-REDACT = ("tests/test_redact.py", "tests/test_redact_table.py")
+REDACT = ("tests/test_redact.py", "tests/test_redact_table.py", "tests/test_redact_leaks.py")
 MANIFEST = ("tests/test_atomic.py",)
+SAFEPATH = ("tests/test_safepath.py", "tests/test_atomic.py")
+INHIBIT = ("tests/rules/test_alert_golden.py",)
+UNIT = ("tests/rules/test_alert_golden.py", "tests/rules/test_lifecycle.py")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,8 @@ class Mutant:
     issue: bool = False     # one of issue 27's item-1 mutations: a unit test must kill it
 
 
-G, C, S, P = "rules/generate.py", "llmdash/config.py", "panels/signals.py", "panels/slo.py"
+G, C, S = "rules/generate.py", "llmdash/config.py", "panels/signals.py"
+ID, V, SLO = "rules/identity.py", "llmdash/vocabulary.py", "rules/slo.py"   # severities/inhibitions, SLO pairs
 MUTANTS = [
     # --- the rule generator: the page ---
     Mutant("page: share thresholds swapped (short >= 2 %, long >= 3 %)", G,
@@ -74,11 +78,10 @@ MUTANTS = [
            RULES),
     Mutant("page: default min_events 6 -> 5", C, "min_events: float = 6", "min_events: float = 5", RULES),
     Mutant("page: default min_finished 20 -> 10", C, "min_finished: float = 20", "min_finished: float = 10", RULES),
-    Mutant("page: for = the divergence's for", G,
-           'Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical"',
-           'Alert.PREEMPTIONS_HIGH, expr, config.divergence.alert_for, "critical"', RULES),
-    Mutant("page: severity warning", G, 'Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "critical"',
-           'Alert.PREEMPTIONS_HIGH, expr, p.alert_for, "warning"', RULES),
+    Mutant("page: for = the divergence's for", G, "Alert.PREEMPTIONS_HIGH, expr, p.alert_for,",
+           "Alert.PREEMPTIONS_HIGH, expr, config.divergence.alert_for,", RULES),
+    Mutant("page: severity warning", ID, "Alert.PREEMPTIONS_HIGH: CRITICAL,", "Alert.PREEMPTIONS_HIGH: WARNING,",
+           RULES),
     Mutant("page: no keep_firing_for", G, "        keep_firing_for=p.keep_firing_for)\n\n\ndef preemptions_chronic",
            "        keep_firing_for=None)\n\n\ndef preemptions_chronic", RULES),
     Mutant("page: default keep_firing_for 5m -> 10m", C,
@@ -89,11 +92,23 @@ MUTANTS = [
     # --- chronic ---
     Mutant("chronic: window = long window", G, "share = sig.preemption_share(sig.unit_group, p.chronic_window)",
            "share = sig.preemption_share(sig.unit_group, p.long_window)", RULES),
-    Mutant("chronic: >= flipped to >", G, 'f"{share} >= {p.chronic_share:g}"', 'f"{share} > {p.chronic_share:g}"',
-           RULES),
+    Mutant("chronic: >= flipped to >", G, 'f"({share} >= {p.chronic_share:g}) and on',
+           'f"({share} > {p.chronic_share:g}) and on', RULES),
     Mutant("chronic: default chronic_share 0.5 % -> 1 %", C,
            "chronic_share: float = 0.005", "chronic_share: float = 0.01", RULES),
-    Mutant("chronic: for = chronic window", G, "p.chronic_for, \"warning\"", "p.chronic_window, \"warning\"", RULES),
+    Mutant("chronic: for = chronic window", G, "Alert.PREEMPTIONS_CHRONIC, expr, p.chronic_for,",
+           "Alert.PREEMPTIONS_CHRONIC, expr, p.chronic_window,", RULES),
+    Mutant("chronic: not joined with the unit's raw series (a deleted pod keeps its warning)", G,
+           "and on ({unit}) {sig.scraped(Role.PREEMPTIONS)} ", "", RULES),
+    Mutant("chronic: a page that healed still gets the warning", G,
+           ' "\n            f"unless on ({unit}) ({_healed_page(sig, config)})")', '")', RULES),
+    Mutant("chronic after a page: share outside the page >= flipped to >", G,
+           'f"unless on ({unit}) ({outside} >= {p.chronic_share:g})"',
+           'f"unless on ({unit}) ({outside} > {p.chronic_share:g})"', RULES),
+    Mutant("chronic after a page: outside share over the short window, not the chronic one", G,
+           "[{p.chronic_window}:{OUTSIDE_PAGE_STEP}]", "[{p.short_window}:{OUTSIDE_PAGE_STEP}]", RULES),
+    Mutant("chronic after a page: paged within the short window, not the chronic one", G,
+           "(max_over_time({page}[{p.chronic_window}]))", "(max_over_time({page}[{p.short_window}]))", RULES),
     # --- divergence ---
     Mutant("divergence: latency factor >= flipped to >", S,
            'latency_up = f"{self.latency_vs_baseline(group)} >= {self.latency_factor:g}"',
@@ -113,7 +128,9 @@ MUTANTS = [
            "+ seconds(p.short_window) + seconds(p.alert_for)", "+ seconds(p.short_window)", RULES),
     Mutant("divergence: default alert_for 3m -> 4m", C, '    alert_for: str = "3m"', '    alert_for: str = "4m"',
            RULES),
-    Mutant("divergence: always a warning", G, '"warning" if direct else "critical"', '"warning"', RULES),
+    Mutant("divergence: always a warning", ID,
+           "if alert == Alert.DIVERGENCE and not spec.has(Role.PREEMPTIONS):\n        return CRITICAL",
+           "if alert == Alert.DIVERGENCE and not spec.has(Role.PREEMPTIONS):\n        return WARNING", RULES),
     # --- TTFT / ITL static thresholds ---
     Mutant("TTFT/ITL: threshold at the warning level", G,
            "({sig.quantile(role, HEADLINE_QUANTILE)} > {levels.critical:g})",
@@ -142,16 +159,28 @@ MUTANTS = [
            RULES),
     Mutant("log page: default min_events 2 -> 3", C, "min_events: float = 2 ", "min_events: float = 3 ", RULES),
     # --- SLO burn-rate pairs ---
-    Mutant("SLO: fast pair 14.4x -> 14x", P, 'Pair(14.4, "1h", "5m")', 'Pair(14, "1h", "5m")', RULES),
-    Mutant("SLO: fast pair short window 5m -> 30m", P, 'Pair(14.4, "1h", "5m")', 'Pair(14.4, "1h", "30m")', RULES),
-    Mutant("SLO: 6x pair short window 30m -> 1h", P, 'Pair(6, "6h", "30m")', 'Pair(6, "6h", "1h")', RULES),
-    Mutant("SLO: slow pair 3x -> 2x", P, 'Pair(3, "1d", "2h")', 'Pair(2, "1d", "2h")', RULES),
-    Mutant("SLO: 1x pair long window 3d -> 1d", P, 'Pair(1, "3d", "6h")', 'Pair(1, "1d", "6h")', RULES),
-    Mutant("SLO: fast burn is a ticket", "rules/slo.py", 'Alert.SLO_BURN_FAST: "critical"',
-           'Alert.SLO_BURN_FAST: "warning"', RULES),
-    Mutant("SLO: min bad events >= flipped to >", "rules/slo.py", "and ({bad} >= {o.min_bad_events:g})",
+    Mutant("SLO: fast pair 14.4x -> 14x", V, 'BurnPair(14.4, "1h", "5m")', 'BurnPair(14, "1h", "5m")', RULES),
+    Mutant("SLO: fast pair short window 5m -> 30m", V, 'BurnPair(14.4, "1h", "5m")', 'BurnPair(14.4, "1h", "30m")',
+           RULES),
+    Mutant("SLO: 6x pair short window 30m -> 1h", V, 'BurnPair(6, "6h", "30m")', 'BurnPair(6, "6h", "1h")', RULES),
+    Mutant("SLO: slow pair 3x -> 2x", V, 'BurnPair(3, "1d", "2h")', 'BurnPair(2, "1d", "2h")', RULES),
+    Mutant("SLO: 1x pair long window 3d -> 1d", V, 'BurnPair(1, "3d", "6h")', 'BurnPair(1, "1d", "6h")', RULES),
+    Mutant("SLO: fast burn is a ticket", ID, "Alert.SLO_BURN_FAST: CRITICAL,", "Alert.SLO_BURN_FAST: WARNING,", RULES),
+    Mutant("SLO: min bad events >= flipped to >", SLO, "and ({bad} >= {o.min_bad_events:g})",
            "and ({bad} > {o.min_bad_events:g})", RULES),
-    Mutant("SLO: for 0s -> 5m", "rules/slo.py", 'FOR = "0s"', 'FOR = "5m"', RULES),
+    Mutant("SLO: bad events counted over the short window", SLO, 'bad = sig.slo("slo_errors", ind.name, pair.long)',
+           'bad = sig.slo("slo_errors", ind.name, pair.short)', RULES),
+    Mutant("SLO: the bad-event floor compares the error ratio, not the count", SLO,
+           'bad = sig.slo("slo_errors", ind.name, pair.long)', 'bad = sig.slo("slo_error_ratio", ind.name, pair.long)',
+           RULES),
+    Mutant("SLO: for 0s -> 5m", SLO, 'FOR = "0s"', 'FOR = "5m"', RULES),
+    Mutant("SLO coverage: warns below half the replicas, not below all", SLO,
+           "{sig.slo('slo_coverage', ind.name)} < 1\"", "{sig.slo('slo_coverage', ind.name)} < 0.5\"", RULES),
+    Mutant("SLO coverage: < flipped to <= (warns at full coverage)", SLO,
+           "{sig.slo('slo_coverage', ind.name)} < 1\"", "{sig.slo('slo_coverage', ind.name)} <= 1\"", RULES),
+    Mutant("SLO coverage: for 15m -> 5m", SLO, 'COVERAGE_FOR = "15m"', 'COVERAGE_FOR = "5m"', RULES),
+    Mutant("SLO coverage: a page, not a ticket", ID, "Alert.SLO_COVERAGE_LOW: WARNING,",
+           "Alert.SLO_COVERAGE_LOW: CRITICAL,", RULES),
     # --- grouping, in the rules and the fleet dashboard ---
     Mutant("grouping: per-model results drop the fleet labels", S,
            "return tuple(config.fleet.group_by) + (spec.model_label,)", "return (spec.model_label,)", GROUPING),
@@ -161,8 +190,21 @@ MUTANTS = [
     Mutant("grouping: warnings wait for a page of any cluster", G,
            'where = ", ".join((ENGINE_LABEL, *config.fleet.group_by, MODEL_LABEL))',
            'where = ", ".join((ENGINE_LABEL, MODEL_LABEL))', GROUPING),
-    Mutant("grouping: inhibitions across clusters", G, "equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]",
+    Mutant("grouping: inhibitions across clusters", ID, "equal = [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by]",
            "equal = [ENGINE_LABEL, MODEL_LABEL]", GROUPING),
+    # --- fleet shapes (issue 29): the KV-cache unit per catalog, frontends ---
+    Mutant("unit: Ray Serve's page merges the replicas of a node (no ReplicaId)", "engines/ray-serve-vllm.yaml",
+           "  unit: [ReplicaId, engine]", "  unit: [engine]", UNIT),
+    Mutant("inhibitions: the same-unit rule ignores the catalogs' unit labels", ID,
+           '"equal": [*equal, config.fleet.instance_label, *units],', '"equal": [*equal, config.fleet.instance_label],',
+           INHIBIT),
+    Mutant("inhibitions: no frontend rule (a worker's page and its frontend's page both notify)", ID,
+           "    if frontends:\n", "    if False:\n", INHIBIT),
+    Mutant("inhibitions: the frontend rule within one llm_engine", ID,
+           '"equal": [MODEL_LABEL, *config.fleet.group_by],',
+           '"equal": [ENGINE_LABEL, MODEL_LABEL, *config.fleet.group_by],', INHIBIT),
+    Mutant("inhibitions: the frontend rule across clusters", ID, '"equal": [MODEL_LABEL, *config.fleet.group_by],',
+           '"equal": [MODEL_LABEL],', INHIBIT),
     Mutant("grouping: the log page merges clusters", S, "        self.group = tuple(config.fleet.group_by)\n",
            "        self.group = ()\n", GROUPING),
     Mutant("fleet: per-model aggregation drops cluster and namespace", "dashboards/fleet.py",
@@ -181,13 +223,23 @@ MUTANTS = [
            '    if math.isnan(value):\n        return "NaN"\n', "", FLOAT),
     # --- redaction ---
     Mutant("redact: Bearer/Basic scrub removed", "llmdash/redact.py",
-           '    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)\n', "", REDACT, issue=True),
+           "for shape in (_URL_USERINFO, _BEARER, _KEY_VALUE):", "for shape in (_URL_USERINFO, _KEY_VALUE):", REDACT,
+           issue=True),
     Mutant("redact: URL userinfo scrub removed", "llmdash/redact.py",
-           '    text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)\n', "", REDACT),
+           "for shape in (_URL_USERINFO, _BEARER, _KEY_VALUE):", "for shape in (_BEARER, _KEY_VALUE):", REDACT),
     Mutant("redact: key=value scrub removed", "llmdash/redact.py",
-           "return _KEY_VALUE.sub(lambda m: m.group(1) + MASK, text)", "return text", REDACT),
+           "for shape in (_URL_USERINFO, _BEARER, _KEY_VALUE):", "for shape in (_URL_USERINFO, _BEARER):", REDACT),
     Mutant("redact: known secrets case-sensitive", "llmdash/redact.py",
-           "text = re.sub(pattern, MASK, text, flags=re.IGNORECASE)", "text = re.sub(pattern, MASK, text)", REDACT),
+           "re.finditer(pattern, view.text, flags=re.IGNORECASE)", "re.finditer(pattern, view.text)", REDACT),
+    Mutant("redact: \\uXXXX escapes not decoded (Go's \\u0026)", "llmdash/redact.py",
+           "_WRAPPING = re.compile(r'\\\\u((?:", "_WRAPPING = re.compile(r'(?!)((?:", REDACT),
+    Mutant("redact: short JSON escapes not decoded (\\n)", "llmdash/redact.py",
+           "|\\\\([nrt\"/\\\\])|", "|(?!)([nrt\"/\\\\])|", REDACT),
+    Mutant("redact: line breaks not joined", "llmdash/redact.py", "if char not in _LINE_BREAKS:", "if True:", REDACT),
+    Mutant("redact: credential query parameters (auth=, key=, sig=, ...) not masked", "llmdash/redact.py",
+           'r"|(?<![a-z0-9])(?:auth|key|sig|', 'r"|(?!)(?:auth|key|sig|', REDACT),
+    Mutant("redact: a surrogate pair decoded one half at a time", "llmdash/redact.py",
+           "(?:[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2})|", "", REDACT),
     Mutant("redact: no percent-encoded form", "llmdash/redact.py", 'quote(secret, safe=""), ', "", REDACT),
     Mutant("redact: no form-encoded form", "llmdash/redact.py", "quote_plus(secret), ", "", REDACT),
     Mutant("redact: no JSON-escaped form", "llmdash/redact.py", "json.dumps(secret)[1:-1],", "", REDACT),
@@ -212,14 +264,34 @@ MUTANTS = [
            "manifest = {}", MANIFEST),
     Mutant("manifest: files it did not write are not counted", "llmdash/atomic.py",
            "foreign = [rel for rel in _present(root, scopes) if rel not in left]", "foreign = []", MANIFEST),
-    Mutant("manifest: '..' entries trusted", "llmdash/atomic.py",
-           'return all(part not in ("", ".", "..") for part in parts) and', "return", MANIFEST),
+    Mutant("manifest: '..' entries trusted", "llmdash/atomic.py", "if rel == MANIFEST or safepath.problem(rel) or ",
+           "if rel == MANIFEST or ", MANIFEST),
     Mutant("manifest: digests not validated", "llmdash/atomic.py",
-           " or not isinstance(digest, str) or not SHA256.match(digest):", ":", MANIFEST),
+           " or not isinstance(digest, str) or not SHA256.fullmatch(digest):", ":", MANIFEST),
     Mutant("manifest: symlinked directories followed", "llmdash/atomic.py",
            "        if (root / directory).is_symlink():\n", "        if False:\n", MANIFEST),
     Mutant("manifest: a user's file at an aside path overwritten", "llmdash/atomic.py",
            "            files[instead] = files.pop(rel)\n", "            pass\n", MANIFEST),
+    Mutant("manifest: directories opened through symlinks (a swap after the plan redirects the run)",
+           "llmdash/atomic.py", "_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
+           "_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC", MANIFEST),
+    Mutant("manifest: a file saved during the run is removed (digest not checked again)", "llmdash/atomic.py",
+           "if raw is None or hashlib.sha256(raw).hexdigest() != digest:", "if raw is None:", MANIFEST),
+    # --- the one check of names llmdash did not choose (git entries, manifest entries) ---
+    Mutant("safepath: '..' components accepted", "llmdash/safepath.py", 'if part in ("", ".", ".."):',
+           'if part in ("", "."):', SAFEPATH),
+    Mutant("safepath: absolute names accepted", "llmdash/safepath.py",
+           '    if name.startswith("/"):\n        return "is absolute"\n', "", SAFEPATH),
+    Mutant("safepath: NUL bytes accepted", "llmdash/safepath.py",
+           '    if "\\0" in name:\n        return "holds a NUL byte"\n', "", SAFEPATH),
+    Mutant("safepath: a component of 256 bytes accepted", "llmdash/safepath.py", "NAME_MAX = 255 ", "NAME_MAX = 256 ",
+           SAFEPATH),
+    Mutant("safepath: a name of 1025 bytes accepted", "llmdash/safepath.py", "MAX_NAME_BYTES = 1024 ",
+           "MAX_NAME_BYTES = 1025 ", SAFEPATH),
+    Mutant("safepath: a name of exactly 1024 bytes refused (> flipped to >=)", "llmdash/safepath.py",
+           "if size > MAX_NAME_BYTES:", "if size >= MAX_NAME_BYTES:", SAFEPATH),
+    Mutant("safepath: a name resolving outside its directory through a symlink accepted", "llmdash/safepath.py",
+           "if os.path.commonpath([top, os.path.realpath(target)]) != top:", "if False:", SAFEPATH),
 ]
 
 

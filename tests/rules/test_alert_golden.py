@@ -22,7 +22,8 @@ import pytest
 from llmdash.build import build_rule_files
 from llmdash.config import Config, Logs, Objective, Slo
 from tests.support.builds import default_rules
-from tests.support.promql_ast import aggregations, comparisons, duration, matchings, parse, ranges, walk
+from tests.support.promql_ast import (aggregations, comparisons, duration, matchings, parse, ranges, ranges_of,
+                                      walk)
 
 PAGE, CHRONIC, DIVERGENCE = "LLMServingPreemptionsHigh", "LLMServingPreemptionsChronic", \
     "LLMServingLatencyThroughputDivergence"
@@ -113,6 +114,11 @@ FIGURES = {
         PAGE, r"llm_preemption_share:ratio_rate3m", ((">=", 0.1),), PAUSED),
     "chronic share >= 0.5% over 30m": Figure(
         CHRONIC, r"llm_preemption_share:ratio_rate30m", ((">=", 0.005),), COUNTED),
+    # A unit paged within the chronic window warns only if its share at the minutes it was neither pending nor
+    # paged (the short-window share less the page's ALERTS) is chronic too: >= 0.5 % (docs/alerts-and-runbooks.md,
+    # "A page that healed"); its windows: test_chronic_after_a_page_reads_the_minutes_outside_it.
+    "chronic after a page: share outside the paged minutes >= 0.5%": Figure(
+        CHRONIC, r"ALERTS\+llm_preemption_share:ratio_rate2m", ((">=", 0.005),), COUNTED),
     # Divergence: latency p99 over 5m >= 2x its baseline (the mean time per token 1.5x where there is no
     # histogram), throughput within ±20 % of its baseline and at least 1 token/s.
     "divergence latency p99 >= 2x baseline": Figure(
@@ -205,6 +211,41 @@ def test_the_page_windows_on_vmalert():
             windows = [c.windows for c in comparisons(rule["expr"]) if c.windows]
             once = windows[:len(windows) // 2]      # the condition, then its copy under last_over_time
             assert once == ([("2m",), ("3m",), ("2m",)] if engine in COUNTED else [("2m",), ("3m",)]), engine
+
+
+def test_chronic_after_a_page_reads_the_minutes_outside_it():
+    """The healed-page clause: the page's ALERTS over the chronic window (30m), and the short-window (2m) share
+    outside the page sampled each minute over that same 30m (issue 29: a burst the page was about does not become
+    a ticket after the page resolved)."""
+    for engine, rules in alerts_named(CHRONIC).items():
+        expr = parse(rules[0]["expr"])
+        paged = [duration(n.range) for n in walk(expr) if isinstance(n, pp.MatrixSelector)
+                 and n.vector_selector.name == "ALERTS"]
+        outside = [(duration(n.range), duration(n.step)) for n in walk(expr) if isinstance(n, pp.SubqueryExpr)]
+        assert (paged, outside) == (["30m"], [("30m", "1m")]), engine
+
+
+# The preemption counter each engine exports (engines/*.yaml `preemptions`; Ray Serve prefixes vLLM's with ray_vllm,
+# in both the underscore and the colon spelling across releases).
+PREEMPTION_COUNTERS = {"vllm": {"vllm:num_preemptions_total"}, "sglang": {"sglang:num_retracted_requests_total"},
+                       "ray-serve-vllm": {"ray_vllm_num_preemptions_total", "ray_vllm:num_preemptions_total"}}
+UNIT_LABELS = {"vllm": ("cluster", "namespace", "model_name", "instance", "engine"),
+               "sglang": ("cluster", "namespace", "model_name", "instance", "dp_rank"),
+               "ray-serve-vllm": ("cluster", "namespace", "model_name", "instance", "ReplicaId", "engine")}
+
+
+def test_the_chronic_warning_ends_with_its_units_series():
+    """Joined (`and on` the KV-cache unit) with the unit's own preemption counter at the evaluation instant, no
+    range: a pod autoscaling deleted stops being scraped, its staleness marker ends the join and the warning
+    (docs/alerts-and-runbooks.md "Pods that autoscaling removes")."""
+    found = {}
+    for engine, rules in alerts_named(CHRONIC).items():
+        joins = [n for n in walk(parse(rules[0]["expr"])) if isinstance(n, pp.BinaryExpr) and str(n.op) == "and"
+                 and n.modifier is not None and n.modifier.matching is not None]
+        found[engine] = [(tuple(j.modifier.matching.labels), {s.name for s in walk(j.rhs)
+                                                              if isinstance(s, pp.VectorSelector)}, ranges_of(j.rhs))
+                         for j in joins]
+    assert found == {engine: [(UNIT_LABELS[engine], PREEMPTION_COUNTERS[engine], set())] for engine in COUNTED}
 
 
 # ---- for, keep_firing_for, severity, labels -----------------------------------------------------------------
@@ -311,16 +352,20 @@ GROUPING = {PAGE: PER_INSTANCE, CHRONIC: PER_INSTANCE, DIVERGENCE: MODEL, TTFT: 
             LOG_PAGE: {"cluster", "namespace"}}   # a log names no model
 
 
-# vLLM's (and Ray Serve's) data-parallel rank label `engine` is a KV-cache unit of its own: the page and the
-# chronic warning name it (engines/*.yaml `ranks`).
-RANKED = {(PAGE, "vllm"), (PAGE, "ray-serve-vllm"), (CHRONIC, "vllm"), (CHRONIC, "ray-serve-vllm")}
+# The page and the chronic warning are per KV-cache unit (engines/*.yaml `ranks.unit`): vLLM's engine core
+# (`engine`, its data-parallel index); on Ray Serve the replica too, which Ray's metrics agent tells apart only by
+# `ReplicaId` under one `instance` (docs/alerts-and-runbooks.md "Fleet shapes", issue 29 item 1). SGLang's unit
+# is `dp_rank`, but its share divides by the server's finished requests (per instance), so not every aggregation
+# on the way keeps it.
+UNIT = {"vllm": {"engine"}, "ray-serve-vllm": {"ReplicaId", "engine"}}
+PER_UNIT = (PAGE, CHRONIC)
 
 
 @pytest.mark.parametrize("alert", GROUPING)
 def test_alert_grouping(alert):
     found = {engine: [kept(engine, r["expr"]) for r in rules] for engine, rules in alerts_named(alert).items()}
-    assert found == {engine: [GROUPING[alert] | ({"engine"} if (alert, engine) in RANKED else set())] * len(rules)
-                     for engine, rules in alerts_named(alert).items()}
+    assert found == {engine: [GROUPING[alert] | (UNIT.get(engine, set()) if alert in PER_UNIT else set())]
+                     * len(rules) for engine, rules in alerts_named(alert).items()}
 
 
 # The warnings the page inhibits hold no series while the page is pending for the same model and fleet group.
@@ -373,5 +418,14 @@ def test_inhibitions():
     }, {
         "source_matchers": ['alertname="LLMServingPreemptionsHigh"'],
         "target_matchers": ['alertname=~"LLMServingPreemptionsChronic|LLMServingInstanceLatencyHigh"'],
-        "equal": ["llm_engine", "model_name", "cluster", "namespace", "instance"],
+        # the same KV-cache unit: instance and every catalog's unit labels (vLLM's engine, Ray Serve's ReplicaId,
+        # SGLang's dp_rank; a label an alert lacks is equal-empty on both sides)
+        "equal": ["llm_engine", "model_name", "cluster", "namespace", "instance", "engine", "ReplicaId", "dp_rank"],
+    }, {
+        # issue 29 item 2: across llm_engine, a worker's page silences the frontend's (Dynamo, catalog
+        # `role: frontend`) divergence and latency alerts for the same model and fleet group
+        "source_matchers": ['alertname="LLMServingPreemptionsHigh"'],
+        "target_matchers": ['alertname=~"LLMServingLatencyThroughputDivergence|LLMServingTTFTP99High|'
+                            'LLMServingITLP99High"', 'llm_engine=~"dynamo"'],
+        "equal": ["model_name", "cluster", "namespace"],
     }]}
