@@ -112,19 +112,21 @@ SLOWEST_FIRST = ("test_sloth_e2e.py", "test_rules.py", "test_e2e.py", "test_prom
                  "test_hostile_network.py", "test_logs_e2e.py")
 
 
-# Files whose current-stack leg is slow (the VictoriaMetrics comparison: about 2.5 min alone): `make test-stack`
-# runs those legs, `make test` the rest, .ci/run both (docs/testing.md#two-stacks).
-SLOW_STACK_LEGS = ("test_victoriametrics_e2e.py",)
+# The current stack's share of the suite: every test's leg on it (the `stack` fixture's "current") and the files
+# that need it (Prometheus 3.16 beside 2.42, native histograms, Sloth). `make test-stack` runs them, `make test`
+# the rest, .ci/run both (docs/testing.md#two-stacks): on 2 cores both stacks in one run take about twice the
+# 8 minutes `make test` may take.
+CURRENT_STACK_FILES = ("test_stacks_e2e.py", "test_native_histograms_e2e.py", "test_sloth_e2e.py")
 
 
 @pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
     """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
     neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`).
-    A slow file's leg on the current stack is `stack_leg` too."""
+    A test's leg on the current stack, and a file that needs that stack, is `stack_leg` too."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.path.name in SLOW_STACK_LEGS and params.get("stack") == "current":
+        if params.get("stack") == "current" or item.path.name in CURRENT_STACK_FILES:
             item.add_marker(pytest.mark.stack_leg)
         if item.path.is_relative_to(E2E_DIR) or REAL_SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
