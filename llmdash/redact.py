@@ -27,9 +27,9 @@ MASK = "***"
 _URL_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,31}://(?P<value>[^/\s@]{0,1024})@")
 _KEY_VALUE = re.compile(
     r"(?i)(?:(?:access_?token|api_?key|token|password|passwd|secret|authorization)[\"']?\s*[=:]\s*[\"']?"
-    # query-parameter names that carry a credential (signed URLs, API keys), only as `name=`
-    r"|(?<![a-z0-9])(?:auth|key|sig|signature|pwd|access_?key|secret_?key|client_?secret|credential"
-    r"|x-amz-(?:signature|credential|security-token)|x-goog-(?:signature|credential))=)"
+    # query-parameter names that carry a credential (signed URLs, API keys), only as `name=`; a name after `-`
+    # counts, so X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token and X-Goog-Signature are matched too
+    r"|(?<![a-z0-9])(?:auth|key|sig|signature|pwd|access_?key|secret_?key|client_?secret|credential)=)"
     r"(?!\*\*\*)(?P<value>(?:bearer\s+|basic\s+)?[^\s\"'&,;]+)")   # (?!***): scrubbing twice changes nothing
 _BEARER = re.compile(r"(?i)\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 # What the unwrapped view decodes: \uXXXX (a surrogate pair as the one character it encodes: JSON encoders that

@@ -32,6 +32,10 @@ SHAPES = [
     ("token colon", "token:deadbeef", "token:***"),
     ("authorization bearer header", "Authorization: Bearer eyJhbGciOi", "Authorization: ***"),
     ("authorization basic header", "authorization=Basic dXNlcjpwYXNz", "authorization=***"),
+    # signed URLs' parameters: the name after `-` is the credential-shaped one
+    ("signed url parameters",
+     "GET /o?X-Amz-Credential=AKIA1%2F&X-Amz-Security-Token=FwoG1&X-Goog-Signature=9f1e&X-Amz-Date=20261202",
+     "GET /o?X-Amz-Credential=***&X-Amz-Security-Token=***&X-Goog-Signature=***&X-Amz-Date=20261202"),
     ("nothing secret unchanged", "HTTP 502 from grafana: bad gateway", "HTTP 502 from grafana: bad gateway"),
 ]
 
