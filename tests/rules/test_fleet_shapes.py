@@ -22,6 +22,7 @@ from llmdash.rules.generate import render_rules
 from llmdash.vocabulary import Alert
 from tests.support import scrapes as s
 from tests.support.builds import default_rules
+from tests.support.promtool import firing_alerts as firing
 from tests.support.promtool import run_rule_tests
 
 ONSET_S = 20 * 60
@@ -37,14 +38,6 @@ def run(tmp_path, engines: tuple[str, ...], series: list[s.Series], checks: list
         files.append(path)
     run_rule_tests(tmp_path, files, [x.render() for x in series], checks, timeout=240,
                    interval=f"{s.RESOLUTION_S}s")
-
-
-def firing(name: str, at_min: float, expected: list[dict], **matchers) -> dict:
-    extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
-    return {"expr": f'ALERTS{{alertname="{name}", alertstate="firing"{extra}}}', "eval_time": f"{at_min:g}m",
-            "exp_samples": [{"labels": "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in sorted(
-                {"alertname": name, "alertstate": "firing", **labels}.items())) + "}", "value": 1}
-                for labels in expected]}
 
 
 def count_firing(name: str, at_min: float, count: int, **matchers) -> dict:

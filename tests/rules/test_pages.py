@@ -18,6 +18,7 @@ from llmdash.rules.generate import render_rules
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
 from tests.support import scrapes as s
 from tests.support.builds import default_rules
+from tests.support.promtool import firing_alerts as alerts
 
 SPECS = load_all()
 PROMTOOL = shutil.which("promtool")
@@ -40,14 +41,6 @@ def run(promtool, tmp_path, engine: str, series: list[s.Series], checks: list[di
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-
-
-def alerts(name: str, at_min: float, expected: list[dict], **matchers) -> dict:
-    extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
-    return {"expr": f'ALERTS{{alertname="{name}", alertstate="firing"{extra}}}', "eval_time": f"{at_min:g}m",
-            "exp_samples": [{"labels": "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in sorted(
-                {"alertname": name, "alertstate": "firing", **labels}.items())) + "}", "value": 1}
-                for labels in expected]}
 
 
 def never(name: str, minutes: float, **matchers) -> dict:

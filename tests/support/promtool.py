@@ -45,3 +45,13 @@ def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: l
     result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
                             timeout=timeout)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def firing_alerts(name: str, at_min: float, expected: list[dict], **matchers) -> dict:
+    """A `promql_expr_test` check: at `at_min`, the firing `name` alerts (of `matchers`) are exactly `expected`
+    (each a label set beside alertname and alertstate)."""
+    extra = "".join(f', {k}="{v}"' for k, v in matchers.items())
+    return {"expr": f'ALERTS{{alertname="{name}", alertstate="firing"{extra}}}', "eval_time": f"{at_min:g}m",
+            "exp_samples": [{"labels": "ALERTS{" + ",".join(f'{k}="{v}"' for k, v in sorted(
+                {"alertname": name, "alertstate": "firing", **labels}.items())) + "}", "value": 1}
+                for labels in expected]}
