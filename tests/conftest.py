@@ -14,6 +14,7 @@ import pytest
 
 from llmdash.errors import LlmdashError
 from tests.support import builds, stacks
+from tests.support import promtool as promtool_runner
 from tests.support.catalogs import copy_catalog
 from tests.support.fake_grafana import FakeGrafana
 from tests.support.paths import ROOT
@@ -40,6 +41,12 @@ def default_build() -> dict[str, dict]:
 def default_rules() -> dict[str, dict]:
     """Engine -> rule file, as `llmdash build` writes them with no config."""
     yield from _shared(builds.default_rules())
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """The path of Debian's promtool (2.42, on PATH): a test asking for it is e2e. Its absence fails, never skips."""
+    return promtool_runner.promtool()
 
 
 @pytest.fixture

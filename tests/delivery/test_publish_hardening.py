@@ -19,9 +19,8 @@ import tracemalloc
 import pytest
 from click.testing import CliRunner
 
-from llmdash.build import build_dashboards
+from tests.support.builds import default_dashboards
 from llmdash.cli.delivery import publish_command
-from llmdash.config import Config
 from llmdash.delivery.transport import MAX_BODY_BYTES
 from llmdash.errors import EXIT_OK, EXIT_REMOTE, EXIT_USAGE
 from tests.support.fake_grafana import FakeGrafana, RawServer
@@ -30,7 +29,6 @@ pytestmark = pytest.mark.publish
 
 TOKEN = "glsa_" + "4e1b7c9d2a6f8035" * 2
 USER, PASSWORD = "deployer", "tr0ub4dor&3/purple+monkey"
-BUILT = build_dashboards(Config())
 # (Grafana version, dashboard.grafana.app versions under /apis): a Grafana 11 (/api) and a 13 (/apis v1)
 LEGACY, RESOURCE = ("11.6.0", ()), ("13.0.0", ("v1", "v1beta1"))
 
@@ -64,7 +62,7 @@ def assert_one_error_line(result, exit_code: int) -> None:
 
 def changed(stem: str = "vllm") -> dict:
     """The built dashboard with a generator change in it (a new panel description)."""
-    model = copy.deepcopy(BUILT[stem])
+    model = copy.deepcopy(default_dashboards()[stem])
     next(p for p in model["panels"] if p["type"] != "row")["description"] = "a generator change"
     return model
 

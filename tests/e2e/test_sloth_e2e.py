@@ -167,7 +167,7 @@ def budget_checks(slo: str) -> list[dict]:
              "exp_samples": [{"labels": "{}", "value": 1}]} for expr, tolerance in checks]
 
 
-def test_llmdash_and_sloth_fire_where_the_workbook_says(tmp_path):
+def test_llmdash_and_sloth_fire_where_the_workbook_says(promtool, tmp_path):
     ours = tmp_path / "llmdash.rules.yaml"
     ours.write_text(yaml.safe_dump({"groups": llmdash_groups()}, sort_keys=False, width=10_000))
     theirs = sloth.generate(OBJECTIVES, tmp_path)
@@ -180,7 +180,7 @@ def test_llmdash_and_sloth_fire_where_the_workbook_says(tmp_path):
     # Sloth's alerts read recordings of its other groups: evaluate those first (file order), as their phases
     # would on a live Prometheus at best; promtool's own order is random
     order = [g["name"] for path in (ours, theirs) for g in yaml.safe_load(path.read_text())["groups"]]
-    run_rule_tests(tmp_path, [ours, theirs], input_series(), checks, group_eval_order=order)
+    run_rule_tests(promtool, tmp_path, [ours, theirs], input_series(), checks, group_eval_order=order)
 
 
 def test_every_row_agrees_within_one_evaluation_or_says_why():

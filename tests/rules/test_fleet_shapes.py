@@ -30,13 +30,13 @@ RAY = "ray-serve-vllm"
 RAY_NODE = "10.0.0.7:8080"     # Ray's metrics agent on the node: one target for all its replicas
 
 
-def run(tmp_path, engines: tuple[str, ...], series: list[s.Series], checks: list[dict]) -> None:
+def run(promtool, tmp_path, engines: tuple[str, ...], series: list[s.Series], checks: list[dict]) -> None:
     files = []
     for engine in engines:
         path = tmp_path / f"{engine}.rules.yaml"
         path.write_text(render_rules(default_rules()[engine]))
         files.append(path)
-    run_rule_tests(tmp_path, files, [x.render() for x in series], checks, timeout=240,
+    run_rule_tests(promtool, tmp_path, files, [x.render() for x in series], checks, timeout=240,
                    interval=f"{s.RESOLUTION_S}s")
 
 
@@ -65,7 +65,7 @@ def _ray_replica(replica: int, minutes: float, preempted, requests_per_s: float 
             s.counter("ray_vllm_num_preemptions_total", labels, minutes, preempted, phase=5)]
 
 
-def test_ray_serve_one_thrashing_replica_of_four_on_one_node_pages_and_names_its_replica(tmp_path):
+def test_ray_serve_one_thrashing_replica_of_four_on_one_node_pages_and_names_its_replica(promtool, tmp_path):
     """Four replicas on one node, each `engine="0"`, 1 request/s each; replica 3 preempts 10 % of its requests
     from minute 20. Per (instance, engine) the node reads 2.5 %, below the 3 % page: the replica must page."""
     minutes = 40
@@ -74,19 +74,19 @@ def test_ray_serve_one_thrashing_replica_of_four_on_one_node_pages_and_names_its
     page = {"llm_engine": RAY, "model_name": "qwen-0.5b", "instance": RAY_NODE, "engine": "0",
             "ReplicaId": "r3x7k2", "severity": "critical"}
     onset = ONSET_S / 60
-    run(tmp_path, (RAY,), series, [
+    run(promtool, tmp_path, (RAY,), series, [
         firing(Alert.PREEMPTIONS_HIGH, onset - 1, []),
         firing(Alert.PREEMPTIONS_HIGH, onset + 5, [page])])
 
 
-def test_ray_serve_one_chronic_replica_of_four_warns_and_names_its_replica(tmp_path):
+def test_ray_serve_one_chronic_replica_of_four_warns_and_names_its_replica(promtool, tmp_path):
     """Replica 1 of four on one node loses 1.2 % of its requests to preemption all along (the others none): the node
     reads 0.3 %, below the 0.5 % capacity warning; the replica, at 1.2 %, warns."""
     minutes = 60
     series = [x for r in range(4) for x in _ray_replica(r, minutes, s.steady(0.012) if r == 1 else s.steady(0.0))]
     warning = {"llm_engine": RAY, "model_name": "qwen-0.5b", "instance": RAY_NODE, "engine": "0",
                "ReplicaId": "r1x7k2", "severity": "warning"}
-    run(tmp_path, (RAY,), series, [firing(Alert.PREEMPTIONS_CHRONIC, 55, [warning])])
+    run(promtool, tmp_path, (RAY,), series, [firing(Alert.PREEMPTIONS_CHRONIC, 55, [warning])])
 
 
 def test_the_ray_serve_page_text_names_the_replica():
@@ -97,7 +97,7 @@ def test_the_ray_serve_page_text_names_the_replica():
 
 # ---- 3. production-stack's router beside its engines --------------------------------------------------------------
 
-def test_the_production_stack_routers_vllm_named_gauges_raise_no_signal_missing(tmp_path):
+def test_the_production_stack_routers_vllm_named_gauges_raise_no_signal_missing(promtool, tmp_path):
     """The router (job vllm-router) exports vllm:num_requests_running/_waiting per backend `server`, without
     `model_name`; the engine pod behind it exports all its series but the generated-tokens counter. Only the
     engine's missing throughput warns; the router, which is no engine, never does."""
@@ -117,7 +117,7 @@ def test_the_production_stack_routers_vllm_named_gauges_raise_no_signal_missing(
         series.append(s.counter(f"{histogram}_count", engine, minutes, s.steady(1.0), phase=0))
     expected = [{"llm_engine": "vllm", "model_name": "m1", "instance": "10.0.0.5:8000",
                  "signal": "throughput", "severity": "warning"}]
-    run(tmp_path, ("vllm",), series, [
+    run(promtool, tmp_path, ("vllm",), series, [
         firing(Alert.SIGNAL_MISSING, minutes, expected),
         never(Alert.SIGNAL_MISSING, 0, minutes, instance="10.0.0.9:8001")])
 
@@ -136,13 +136,13 @@ def _warning(instance: str) -> dict:
     return {"llm_engine": "vllm", "model_name": "m1", "instance": instance, "engine": "0", "severity": "warning"}
 
 
-def test_no_chronic_warning_about_a_pod_autoscaling_deleted(tmp_path):
+def test_no_chronic_warning_about_a_pod_autoscaling_deleted(promtool, tmp_path):
     """Three replicas at a chronic 1 %; at minute 45 autoscaling deletes v-2 (its series go stale). Its warning,
     firing before, ends at once; the others keep theirs."""
     minutes, deleted = 70, 45 * 60
     series = [x for i in range(3) for x in _vllm_replica(i, minutes, s.steady(0.01),
                                                          removed=deleted if i == 2 else None)]
-    run(tmp_path, ("vllm",), series, [
+    run(promtool, tmp_path, ("vllm",), series, [
         firing(Alert.PREEMPTIONS_CHRONIC, 44, [_warning("v-0"), _warning("v-1"), _warning("v-2")]),
         firing(Alert.PREEMPTIONS_CHRONIC, 47, [_warning("v-0"), _warning("v-1")]),
         never(Alert.PREEMPTIONS_CHRONIC, 46, minutes, instance="v-2")])
@@ -158,19 +158,19 @@ def _itl_replica(i: int, minutes: float, slow_share, removed: float | None = Non
         s.counter("vllm:generation_tokens_total", labels, minutes, s.steady(20.0), phase=phase, removed=removed)]
 
 
-def test_no_straggler_warning_outlives_a_deleted_pod_by_more_than_its_keep_firing_for(tmp_path):
+def test_no_straggler_warning_outlives_a_deleted_pod_by_more_than_its_keep_firing_for(promtool, tmp_path):
     """Ten replicas; v-7 is slow (0.5 s) on 5 % of its steps and warns; at minute 40 autoscaling deletes it. The warning
     may ride out keep_firing_for (5 minutes, which also rides out scrape gaps) and no more: gone at minute 46.
     Read from its 5-minute rates it lasted until the last samples left the window, then 5 minutes more."""
     minutes, deleted = 55, 40 * 60
     series = [x for i in range(10) for x in _itl_replica(
         i, minutes, (lambda t: 0.05) if i == 7 else (lambda t: 0.0), removed=deleted if i == 7 else None)]
-    run(tmp_path, ("vllm",), series, [
+    run(promtool, tmp_path, ("vllm",), series, [
         count_firing(Alert.INSTANCE_LATENCY_HIGH, 39, 1, instance="v-7"),
         never(Alert.INSTANCE_LATENCY_HIGH, 46, minutes)])
 
 
-def test_no_chronic_warning_after_a_page_that_healed_unless_the_rate_stays_chronic(tmp_path):
+def test_no_chronic_warning_after_a_page_that_healed_unless_the_rate_stays_chronic(promtool, tmp_path):
     """Two replicas thrash (10 % of requests preempted) from minute 40 to 45 and are paged. v-0 then heals (no
     preemption): its page clears and no capacity warning follows. v-1 goes on losing 1 % of its requests after the
     thrash: a chronic rate after the page, which warns."""
@@ -179,7 +179,7 @@ def test_no_chronic_warning_after_a_page_that_healed_unless_the_rate_stays_chron
     series = (_vllm_replica(0, minutes, thrash)
               + _vllm_replica(1, minutes, s.plus(thrash, s.steady(0.01, start=end))))
     page = {"llm_engine": "vllm", "model_name": "m1", "engine": "0", "severity": "critical"}
-    run(tmp_path, ("vllm",), series, [
+    run(promtool, tmp_path, ("vllm",), series, [
         firing(Alert.PREEMPTIONS_HIGH, 44, [{**page, "instance": "v-0"}, {**page, "instance": "v-1"}]),
         firing(Alert.PREEMPTIONS_HIGH, 60, []),
         never(Alert.PREEMPTIONS_CHRONIC, 0, minutes, instance="v-0"),

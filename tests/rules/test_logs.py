@@ -191,7 +191,8 @@ def _series(labels: dict[str, str], values: str) -> dict:
     (("pod",), ["a"]),     # joined per pod: only the replica without the metric pages
     ((), []),              # default, per fleet group: pod b exports the metric, so the namespace is silent
 ])
-def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(tmp_path, replica_labels, pages):
+def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(promtool, tmp_path, replica_labels,
+                                                                               pages):
     """Pods a and b log a collapse; b's engine (0.5.7+) also exports its retraction counter and pages
     through LLMServingPreemptionsHigh. Pod c retracts once every ten minutes, pod d never."""
     config = dataclasses.replace(Config(), logs=Logs(enabled=True, replica_labels=replica_labels))
@@ -212,4 +213,4 @@ def test_log_page_under_promtool_stays_off_where_the_engine_exports_the_metric(t
                "exp_samples": expected},
               {"expr": f'count_over_time(ALERTS{{alertname="{Alert.LOG_PREEMPTIONS_HIGH}", pod=~"c|d"}}[30m])',
                "eval_time": "30m", "exp_samples": []}]
-    run_rule_tests(tmp_path, rules, inputs, checks, timeout=120)
+    run_rule_tests(promtool, tmp_path, rules, inputs, checks, timeout=120)

@@ -5,7 +5,6 @@ pipeline copies,
 stalls where nothing completes, a rolling upgrade between bucket layouts, a chronic low rate, isolated
 bursts at every scrape phase, a straggler and a scrape gap."""
 
-import shutil
 import subprocess
 
 import pytest
@@ -21,15 +20,7 @@ from tests.support.builds import default_rules
 from tests.support.promtool import firing_alerts as alerts
 
 SPECS = load_all()
-PROMTOOL = shutil.which("promtool")
 ONSET_S = 20 * 60
-
-
-@pytest.fixture(scope="module")
-def promtool():
-    if PROMTOOL is None:
-        pytest.fail("promtool not found: install Debian's prometheus package (apt-get install prometheus)")
-    return PROMTOOL
 
 
 def run(promtool, tmp_path, engine: str, series: list[s.Series], checks: list[dict]) -> None:

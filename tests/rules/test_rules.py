@@ -14,7 +14,7 @@ from llmdash.panels.recorded import Key, Level, recording_layer
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
 from llmdash.rules.generate import render_rules
 from llmdash.rules.identity import inhibit_rules
-from tests.support.promtool import promtool as promtool_path, run_rule_tests
+from tests.support.promtool import run_rule_tests
 from tests.support import rule_scenarios as sc
 from tests.support.builds import default_rules
 from tests.support.paths import ROOT
@@ -27,11 +27,6 @@ P = Config().preemption
 def recorded(engine: str, key: Key) -> str:
     """The name the engine's rules record `key` under (the registry's, so a rename follows)."""
     return recording_layer(SPECS[engine], Config()).get(key).name
-
-
-@pytest.fixture(scope="module")
-def promtool():
-    return promtool_path()
 
 
 # The severity each firing alert must carry, as a literal table (not the generator's rule restated): the preemption
@@ -59,10 +54,10 @@ def never_fired(alerts, **matchers) -> dict:
             "eval_time": f"{sc.MINUTES - 1}m", "exp_samples": []}
 
 
-def run_promtool(tmp_path, spec, replicas, checks, roles=None) -> None:
+def run_promtool(promtool, tmp_path, spec, replicas, checks, roles=None) -> None:
     rules = tmp_path / f"{spec.id}.rules.yaml"
     rules.write_text(render_rules(default_rules()[spec.id]))
-    run_rule_tests(tmp_path, rules, sc.input_series(spec, replicas, roles), checks, timeout=240)
+    run_rule_tests(promtool, tmp_path, rules, sc.input_series(spec, replicas, roles), checks, timeout=240)
 
 
 @pytest.mark.parametrize("engine", sorted(SPECS))
@@ -79,7 +74,7 @@ QUIET = ("steady", "load_ramp", "idle", "restart", "low_traffic")
 
 
 @pytest.mark.parametrize("engine", sorted(SPECS))
-def test_each_scenario_pages_exactly_where_it_should(tmp_path, engine):
+def test_each_scenario_pages_exactly_where_it_should(promtool, tmp_path, engine):
     spec = SPECS[engine]
     models = {"collapse": sc.collapse, "long_collapse": sc.long_collapse, "prompt_growth": sc.prompt_growth,
               **{name: getattr(sc, name) for name in QUIET}}
@@ -114,33 +109,33 @@ def test_each_scenario_pages_exactly_where_it_should(tmp_path, engine):
         alerts = [Alert.PREEMPTIONS_HIGH, Alert.DIVERGENCE] + ([Alert.TTFT_HIGH, Alert.ITL_HIGH]
                                                                if name != "load_ramp" else [])
         checks.append(never_fired(alerts, model_name=name))
-    run_promtool(tmp_path, spec, models, checks)
+    run_promtool(promtool, tmp_path, spec, models, checks)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt-llm-serve"])  # counters, and a paused gauge
-def test_one_thrashing_replica_among_20_pages_within_4_minutes_and_is_named(tmp_path, engine):
+def test_one_thrashing_replica_among_20_pages_within_4_minutes_and_is_named(promtool, tmp_path, engine):
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.thrashing if i == 7 else sc.steady, instance=f"m1-{i}") for i in range(20)]
     checks = [{"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 4}m",
                "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "m1", instance="m1-7")]}]
-    run_promtool(tmp_path, spec, fleet, checks, roles=("preemptions", "requests", "running"))
+    run_promtool(promtool, tmp_path, spec, fleet, checks, roles=("preemptions", "requests", "running"))
 
 
 @pytest.mark.parametrize("engine", ["vllm"])  # the share is computed alike for every counting engine
-def test_rare_preemptions_over_100_replicas_never_page(tmp_path, engine):
+def test_rare_preemptions_over_100_replicas_never_page(promtool, tmp_path, engine):
     """0.2 preemptions/s across the model (1 in 1000 requests) paged under a fleet-wide absolute threshold."""
     fleet = [Replica("m1", sc.background, instance=f"m1-{i}") for i in range(100)]
     checks = [never_fired([Alert.PREEMPTIONS_HIGH]),
               {"expr": f"sum({recorded(engine, Key('preemption_rate', window=P.window))}) > bool 0.1",
                "eval_time": f"{sc.ONSET}m",
                "exp_samples": [{"labels": "{}", "value": 1}]}]  # the fleet sum is above the old 0.1/s threshold
-    run_promtool(tmp_path, SPECS[engine], fleet, checks, roles=("preemptions", "requests"))
+    run_promtool(promtool, tmp_path, SPECS[engine], fleet, checks, roles=("preemptions", "requests"))
 
 
 @pytest.mark.parametrize("engine", [e for e, s in SPECS.items() if s.has("kv_usage") and
                                     any(len(s.signal(r).sources) > 1 for r in ("itl", "kv_usage") if s.has(r))])
-def test_rolling_upgrade_keeps_the_old_replica_in_every_aggregate(tmp_path, engine):
+def test_rolling_upgrade_keeps_the_old_replica_in_every_aggregate(promtool, tmp_path, engine):
     """A stalled replica still on the old metric names beside a healthy one on the new names."""
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.stalled, instance="old", era="old"), Replica("m1", sc.steady, instance="new")]
@@ -152,26 +147,26 @@ def test_rolling_upgrade_keeps_the_old_replica_in_every_aggregate(tmp_path, engi
     p99 = recorded(engine, Key("quantile", role, Config().divergence.window, HEADLINE_QUANTILE))
     checks.append({"expr": f"{p99} > bool 0.2", "eval_time": "30m",
                    "exp_samples": [{"labels": f'{{llm_engine="{engine}", model_name="m1"}}', "value": 1}]})
-    run_promtool(tmp_path, spec, fleet, checks)
+    run_promtool(promtool, tmp_path, spec, fleet, checks)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "lmdeploy"])
-def test_two_clusters_serving_one_model_page_separately(tmp_path, engine):
+def test_two_clusters_serving_one_model_page_separately(promtool, tmp_path, engine):
     spec = SPECS[engine]
     fleet = [Replica("m1", sc.collapse, instance="a-0", labels=(("cluster", "eu-1"),)),
              Replica("m1", sc.steady, instance="b-0", labels=(("cluster", "us-1"),))]
     checks = [{"expr": f'ALERTS{{alertname="{Alert.DIVERGENCE}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 10}m",
                "exp_samples": [firing(Alert.DIVERGENCE, spec, "m1", cluster="eu-1")]}]
-    run_promtool(tmp_path, spec, fleet, checks)
+    run_promtool(promtool, tmp_path, spec, fleet, checks)
 
 
-def test_sglang_alert_labels_stay_stable_when_the_recompute_side_flips(tmp_path):
+def test_sglang_alert_labels_stay_stable_when_the_recompute_side_flips(promtool, tmp_path):
     spec = SPECS["sglang"]
     checks = [{"expr": f'ALERTS{{alertname="{Alert.PREEMPTIONS_HIGH}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 30}m",
                "exp_samples": [firing(Alert.PREEMPTIONS_HIGH, spec, "m1", instance="m1-0")]}]
-    run_promtool(tmp_path, spec, {"m1": sc.alternating_sides}, checks)
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.alternating_sides}, checks)
 
 
 def test_retractions_are_read_from_one_tp_rank(promtool, tmp_path):
@@ -179,13 +174,13 @@ def test_retractions_are_read_from_one_tp_rank(promtool, tmp_path):
     name = recorded("sglang", Key("preemption_rate", window=P.short_window, level=Level.INSTANCE))
     checks = [{"expr": f"round({name} * 1000)", "eval_time": f"{sc.ONSET + 10}m", "exp_samples": [
         {"labels": '{instance="m1-0", llm_engine="sglang", model_name="m1"}', "value": 80}]}]
-    run_promtool(tmp_path, SPECS["sglang"], {"m1": sc.tp_overcount}, checks)
+    run_promtool(promtool, tmp_path, SPECS["sglang"], {"m1": sc.tp_overcount}, checks)
 
 
 @pytest.mark.parametrize("engine", ["tensorrt-llm-serve", "tensorrt-llm-triton"])
 def test_paused_gauge_blips_do_not_page(promtool, tmp_path, engine):
     spec = SPECS[engine]
-    run_promtool(tmp_path, spec, {"m1": sc.paused_blips}, [never_fired([Alert.PREEMPTIONS_HIGH])],
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.paused_blips}, [never_fired([Alert.PREEMPTIONS_HIGH])],
                  roles=("preemptions", "requests", "running"))
 
 
@@ -195,7 +190,7 @@ def test_triton_ttft_page_reads_the_share_above_its_5_second_cap(promtool, tmp_p
     checks = [{"expr": f'ALERTS{{alertname="{Alert.TTFT_HIGH}", alertstate="firing"}}',
                "eval_time": f"{sc.ONSET + 15}m",
                "exp_samples": [firing(Alert.TTFT_HIGH, spec, "m1")]}]
-    run_promtool(tmp_path, spec, {"m1": sc.capped_collapse}, checks)
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.capped_collapse}, checks)
 
 
 def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promtool, tmp_path):
@@ -204,7 +199,7 @@ def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promt
                "exp_samples": [firing(Alert.SIGNAL_MISSING, spec, "m1", instance="m1-0", signal="preemptions")]},
               {"expr": f'ALERTS{{alertname="{Alert.SIGNAL_MISSING}", alertstate="firing"}}', "eval_time": "10m",
                "exp_samples": []}]
-    run_promtool(tmp_path, spec, {"m1": sc.steady}, checks,
+    run_promtool(promtool, tmp_path, spec, {"m1": sc.steady}, checks,
                  roles=("throughput", "requests", "itl", "tpot", "ttft", "running", "kv_usage", "waiting"))
 
 

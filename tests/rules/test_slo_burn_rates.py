@@ -106,7 +106,7 @@ def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, stack):
         never(fast, "low_traffic"), never(slow, "low_traffic"),
         never(fast, "steady"), never(slow, "steady"),
     ]
-    run_rule_tests(tmp_path, rules, input_series(), checks, binary=stack.binary("promtool"))
+    run_rule_tests(stack.binary("promtool"), tmp_path, rules, input_series(), checks)
 
 
 def thresholds(objective: float) -> list[float]:

@@ -138,7 +138,7 @@ def test_bad_events_are_counted_exactly_and_min_bad_events_is_at_least(tmp_path,
         # could (10 (k+1) >= 0.006 x 180000 at k = 107)
         never(FAST, "aborts", ABORT_ONSET + 42), alerts(FAST, "aborts", ABORT_ONSET + 43, True),
     ]
-    run_rule_tests(tmp_path, rules, input_series(), checks, timeout=900, binary=stack.binary("promtool"))
+    run_rule_tests(stack.binary("promtool"), tmp_path, rules, input_series(), checks, timeout=900)
 
 
 # ---- a replica the SLI cannot measure ------------------------------------------------------------------------
@@ -197,4 +197,4 @@ def test_a_replica_without_the_target_bucket_pages_nothing_and_lowers_coverage(t
         {"expr": f'ALERTS{{alertname="{COVERAGE}", alertstate="firing"}}', "eval_time": "15m",
          "exp_samples": [{"labels": f"ALERTS{{{coverage_labels}}}", "value": 1}]},
     ]
-    run_rule_tests(tmp_path, rules, sglang_series(), checks, timeout=300, binary=stack.binary("promtool"))
+    run_rule_tests(stack.binary("promtool"), tmp_path, rules, sglang_series(), checks, timeout=300)

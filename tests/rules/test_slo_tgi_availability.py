@@ -47,7 +47,7 @@ def test_the_built_rules_read_tgis_failure_counter():
     assert "tgi_request_success offset 1m" in rules
 
 
-def test_the_error_ratio_is_server_failures_among_successes_and_failures(tmp_path):
+def test_the_error_ratio_is_server_failures_among_successes_and_failures(promtool, tmp_path):
     rules = tmp_path / "tgi.rules.yaml"
     rules.write_text(render_rules(build_rules(load_engine("tgi"), CONFIG)))
     expected = {"failing": 0.1, "healthy": 0, "down": 1}
@@ -55,4 +55,4 @@ def test_the_error_ratio_is_server_failures_among_successes_and_failures(tmp_pat
                "exp_samples": [{"labels": f'{RATIO}{{llm_engine="tgi", model_name="{model}", slo="availability"}}',
                                 "value": value}]}
               for model, value in expected.items()]
-    run_rule_tests(tmp_path, rules, input_series(), checks, timeout=300)
+    run_rule_tests(promtool, tmp_path, rules, input_series(), checks, timeout=300)

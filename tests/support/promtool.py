@@ -1,7 +1,8 @@
 """`promtool test rules` over a rule file and hand-shaped input series: the one runner every rules test uses.
 
-Which promtool: Debian's (2.42, on PATH) by default; a test that must hold on Prometheus 2's closed and
-Prometheus 3's left-open ranges asks for the `stack` fixture and passes `binary=stack.binary("promtool")`."""
+Which promtool: the caller's, from a fixture, so that every test running one is marked e2e (tests/conftest.py) and
+stays out of `make test-unit`: the `promtool` fixture's (Debian's 2.42, on PATH), or, for a test that must hold on
+Prometheus 2's closed and Prometheus 3's left-open ranges, the `stack` fixture's `stack.binary("promtool")`."""
 
 from __future__ import annotations
 
@@ -23,16 +24,12 @@ def promtool() -> str:
     return path
 
 
-def resolve(binary: str) -> str:
-    return promtool() if binary == "promtool" else binary
-
-
-def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict], checks: list[dict],
-                   timeout: float = 600, binary: str = "promtool", alert_checks: list[dict] | None = None,
+def run_rule_tests(binary: str, tmp_path: Path, rules: Path | Sequence[Path], input_series: list[dict],
+                   checks: list[dict], timeout: float = 600, alert_checks: list[dict] | None = None,
                    interval: str = "1m", group_eval_order: list[str] | None = None) -> None:
-    """Evaluate `rules` (one rule file or several, loaded together) every minute over `input_series` (samples
-    `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test` check, given), with
-    `binary` (PATH's promtool, or a stack's path). `group_eval_order`: the groups evaluated first at each instant, in
+    """Evaluate `rules` (one rule file or several, loaded together) with the promtool at `binary` every minute over
+    `input_series` (samples `interval` apart) and assert every `promql_expr_test` check (and `alert_rule_test`
+    check, given). `group_eval_order`: the groups evaluated first at each instant, in
     this order (else promtool's order is random)."""
     files = [rules] if isinstance(rules, Path) else list(rules)
     case = {"interval": interval, "input_series": input_series, "promql_expr_test": checks}
@@ -42,7 +39,7 @@ def run_rule_tests(tmp_path: Path, rules: Path | Sequence[Path], input_series: l
             **({"group_eval_order": group_eval_order} if group_eval_order else {}), "tests": [case]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
-    result = subprocess.run([resolve(binary), "test", "rules", str(path)], capture_output=True, text=True,
+    result = subprocess.run([binary, "test", "rules", str(path)], capture_output=True, text=True,
                             timeout=timeout)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
