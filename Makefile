@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 LLMDASH := $(BIN)/llmdash
 
-.PHONY: help install deps dashboards check lint test test-stack test-unit test-e2e mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
+.PHONY: help install deps dashboards check lint test test-stack test-unit test-e2e time-tests mutate demo publish diff layout bench-detect bench-cost bench-rules bench-build grafana-schemas clean
 
 help:
 	@echo "make help          this list"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint          ruff over the whole tree (part of make test)"
 	@echo "make test-e2e      only the tests against a real Prometheus / promtool on simulated data"
 	@echo "make mutate        named mutants of rules, fleet, Prometheus 3 text, redaction, manifest vs the unit tests (WRITE=1: docs/testing.md)"
+	@echo "make time-tests    time make test-unit and make test against their budgets (WRITE=1: docs/testing.md)"
 	@echo "make check         fail when generated/ is stale (llmdash build --check)"
 	@echo "make dashboards    rebuild generated/ (commit the result)"
 	@echo "make publish       push the dashboards to Grafana (GRAFANA_URL, GRAFANA_TOKEN; PUBLISH_FLAGS=...)"
@@ -70,6 +71,10 @@ test-e2e: deps install
 WRITE ?=
 mutate: install
 	$(BIN)/python -m tests.mutation.mutants $(if $(WRITE),--write)
+
+# Times `make test-unit` and `make test` as a user runs them; WRITE=1 puts the figures into docs/testing.md.
+time-tests: deps install
+	$(BIN)/python -m tests.budget $(if $(WRITE),--write)
 
 demo: deps install
 	$(LLMDASH) demo --out out/demo

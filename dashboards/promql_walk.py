@@ -10,7 +10,6 @@ Expressions are parsed as Grafana sends them, variables replaced (`parse`).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import promql_parser as pp
@@ -27,11 +26,9 @@ def parseable(expr: str) -> str:
     return variables.substitute(expr, {}, SAMPLE_STEP_S, SAMPLE_RANGE_S, SAMPLE_SCRAPE_S, default=variables.ALL)
 
 
-@lru_cache(maxsize=4096)
 def parse(expr: str):
-    """The tree of a dashboard or rule expression (raises promql-parser's own errors on bad PromQL). Cached: a
-    mixed-bucket-layout latency query is tens of kilobytes and takes promql-parser up to 0.15 s, and every build
-    (the doctor's, each test's) parses the same few hundred expressions again; readers only read the tree."""
+    """The tree of a dashboard or rule expression (raises promql-parser's own errors on bad PromQL). Not cached:
+    a tree holds its compiled regular expressions, and a build's 234 trees kept would take 700 MB."""
     return pp.parse(parseable(expr))
 
 
