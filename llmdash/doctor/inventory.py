@@ -229,21 +229,23 @@ class PrometheusReader:
         those keep the replica label too.
 
         Prometheus does the cutting: a `count by (__name__, kept labels)` answers with one label set per kind of
-        series instead of one per replica (a thousand replicas' series are tens of MB), for every name that keeps
-        the same labels at once; a name counted by replica is asked alone (see `_kinds`)."""
+        series instead of one per replica (a thousand replicas' series are tens of MB); see `_kinds`."""
         scope = {"match[]": "{" + ", ".join(m.render() for m in self.matchers) + "}"} if self.matchers else {}
         names = sorted(set(wanted).intersection(self._get("label/__name__/values", scope, _is_list_of(str))))
         replica = {self.replica_label} if self.replica_label else set()
         counting = {c for name in names for c in (counted or {}).get(name, ())}
-        questions: dict[tuple, list[str]] = {}     # (labels kept, by bucket, the name counted) -> names asked
+        # Names that keep the same labels are asked together; a histogram's buckets (each as many series as all
+        # the other names) and a name counted by replica alone, so that each answers within a read timeout.
+        questions: dict[tuple, list[str]] = {}     # (labels kept, the name asked alone or "") -> names asked
         for name in names:
             if name in counting:
-                questions[(frozenset(wanted[name] | replica), False, name)] = [name]
+                questions[(frozenset(wanted[name] | replica), name)] = [name]
             else:
-                questions.setdefault((frozenset(wanted[name]), name.endswith("_bucket"), ""), []).append(name)
+                alone = name if name.endswith("_bucket") else ""
+                questions.setdefault((frozenset(wanted[name]), alone), []).append(name)
         found: dict[str, list[dict[str, str]]] = {}
-        for (kept, by_bucket, _), asked in questions.items():
-            for metric in self._kinds(asked, set(kept), by_bucket):
+        for (kept, alone), asked in questions.items():
+            for metric in self._kinds(asked, set(kept), by_bucket=alone.endswith("_bucket") and alone not in counting):
                 found.setdefault(metric.get("__name__", ""), []).append({k: v for k, v in metric.items() if k in kept})
         inventory = Inventory(self.shown, self.secrets)
         for name in names:
