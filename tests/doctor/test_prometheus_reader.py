@@ -23,6 +23,7 @@ from tests.doctor.servers import Routes
 
 TTFT = "vllm:time_to_first_token_seconds_bucket"
 RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 LOOKBACK_S = 300      # Prometheus' default --query.lookback-delta
 
 
@@ -113,7 +114,7 @@ def fleet(replicas: int, now: float, bounds=("0.1", "0.5", "+Inf")) -> list[Stor
         target = {"job": "llm/vllm", "pod": f"vllm-{r}", "instance": f"10.0.0.{r}:8000", "engine": "0",
                   "model_name": "m"}
         out += [Stored({"__name__": TTFT, **target, "le": le}, now - 3600, now) for le in bounds]
-        out.append(Stored({"__name__": RUNNING, **target}, now - 3600, now))
+        out += [Stored({"__name__": name, **target}, now - 3600, now) for name in (RUNNING, WAITING)]
     return out
 
 
@@ -148,10 +149,10 @@ def test_the_answers_hold_a_label_set_per_kind_whatever_the_replicas():
         inventory, asked = read(fleet(replicas, now))
         assert kinds(inventory, TTFT) == rows([{"engine": "0", "model_name": "m", "le": le}
                                                for le in ("+Inf", "0.1", "0.5")])
-        assert inventory.series[RUNNING] == [{"engine": "0", "model_name": "m"}]
-        answers.append([(path, rows) for path, _, rows in asked])
+        assert inventory.series[RUNNING] == inventory.series[WAITING] == [{"engine": "0", "model_name": "m"}]
+        answers.append([(path, n) for path, _, n in asked])
     assert answers[0] == answers[1]
-    assert sum(rows for _, rows in answers[1]) <= 10       # 3 bucket kinds, 1 gauge kind, 2 names, the +Inf kind
+    assert [n for _, n in answers[1]] == [3, 2, 3, 1, 0]   # names; a kind a gauge; 3 bucket kinds; +Inf; none new
 
 
 def test_every_question_names_catalog_series_and_none_lists_series():
