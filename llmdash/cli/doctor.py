@@ -23,7 +23,8 @@ def _seconds(_ctx, _param, value: float) -> float:
 @click.command("doctor")
 @click.option("--prometheus", "prometheus_url", metavar="URL", default=None,
               help="A Prometheus to ask which catalog series it holds over the last hour, under the config's "
-                   "selectors (label values and a count by their labels; no per-replica series).")
+                   "selectors (label values and a count by their labels; per replica only the series an SLO "
+                   "or a native histogram counts replicas of).")
 @click.option("--metrics", "metrics", metavar="URL|FILE", default=None,
               help="A scraped /metrics page: an http(s) URL or a file.")
 @click.option("--deadline", metavar="SECONDS", type=float, default=DEADLINE_S, show_default=True, callback=_seconds,
@@ -40,7 +41,7 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
     page that is not Prometheus text, no engine recognised); 3: the server or network failed
     (unreachable, an HTTP error, past --deadline, an answer too large or not the Prometheus API's JSON).
     """
-    from llmdash.doctor.diagnose import diagnose
+    from llmdash.doctor.diagnose import counted_series, diagnose
     from llmdash.doctor.fetch import Client
     from llmdash.doctor.inventory import PrometheusReader, catalog_series, read_metrics
     from llmdash.doctor.report import to_json, to_text
@@ -54,8 +55,9 @@ def doctor_command(ctx: click.Context, prometheus_url: str | None, metrics: str 
         if metrics is not None:
             inventory = read_metrics(metrics, client)
         else:
-            wanted = catalog_series(load_all().values(), config.selectors, (config.fleet.instance_label,))
-            inventory = PrometheusReader(prometheus_url, config.selectors, client).inventory(wanted)
+            specs = load_all().values()
+            reader = PrometheusReader(prometheus_url, config.selectors, client, config.fleet.instance_label)
+            inventory = reader.inventory(catalog_series(specs, config.selectors), counted_series(specs, config))
     finally:
         client.close()
     reports = diagnose(inventory, config, from_scrape=metrics is not None)

@@ -27,7 +27,7 @@ from llmdash.dashboards.promql_walk import PromqlWalk, parse
 from llmdash.dashboards.walk import walk_panels
 from llmdash.doctor import printing
 from llmdash.doctor.inventory import Inventory
-from llmdash.doctor.slo import SloCheck, slo_checks
+from llmdash.doctor.slo import SloCheck, replica_series, slo_checks
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
@@ -354,6 +354,20 @@ class _Built:
             check.problems = walker.expression(expr)
             checks.append(check)
         return checks
+
+
+def counted_series(specs, config: Config) -> dict[str, set[str]]:
+    """A series name -> the series whose replicas the checks count when it is present (what a Prometheus is asked
+    replica by replica), for the engines `config` builds (the only ones checked): the SLOs' series
+    (`slo.replica_series`), and a native histogram with its classic count, which tell the replicas stored only
+    as native histograms apart."""
+    specs = [spec for spec in specs if spec.id in config.engine_ids]
+    counted = {name: {name} for spec in specs for name in replica_series(spec, config)}
+    for spec in specs:
+        for metric in spec.metrics.values():
+            if metric.type == "histogram":
+                counted.setdefault(metric.name, set()).update((metric.name, f"{metric.name}_count"))
+    return counted
 
 
 def _native_notes(inventory: Inventory, detection: Detection, config: Config, checks: list[Check],

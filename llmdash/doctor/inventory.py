@@ -33,6 +33,7 @@ MAX_PROMETHEUS_BYTES = 32 << 20      # every answer of one Prometheus together
 LINE_CHARS = 80                      # a page's line quoted in an error
 WINDOW_S = 3600.0                    # Prometheus: series seen in the last hour
 LOOKBACK_S = 300.0                   # Prometheus' default lookback: a range query stepped at it sees every series
+QUERY_CHARS = 6000                   # of one query in a GET's URL (proxies refuse long request lines)
 NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # possessive: a backtracking repeat would keep state for every character of a megabyte-long value
 LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*+(?:\\.[^"\\]*+)*+)"\s*(,?)')
@@ -181,15 +182,18 @@ def _is_label_set(value) -> bool:
 
 
 class PrometheusReader:
-    """GET-only access to a Prometheus HTTP API: which series exist in the last `window_s` seconds."""
+    """GET-only access to a Prometheus HTTP API: which series exist in the last `window_s` seconds.
+    `replica_label` (e.g. instance) tells the replicas apart, which the checks count for some names."""
 
-    def __init__(self, url: str, selectors: dict[str, str], client: Client, window_s: float = WINDOW_S):
+    def __init__(self, url: str, selectors: dict[str, str], client: Client, replica_label: str = "",
+                 window_s: float = WINDOW_S):
         self.base = checked_url(url, "--prometheus").rstrip("/")
         self.shown = printing.url(self.base)
         self.secrets = printing.secrets_of(url)
         self.client = client
         self.budget = MAX_PROMETHEUS_BYTES
         self.matchers = tuple(Matcher(label, "=", value) for label, value in sorted(selectors.items()))
+        self.replica_label = replica_label
         self.end = time.time()
         self.start = self.end - window_s
 
@@ -217,42 +221,80 @@ class PrometheusReader:
         shown = f": {printing.text(error, self.secrets)}" if isinstance(error, str) else ""
         raise LlmdashError(f"{where} failed (HTTP {status}{shown})", EXIT_REMOTE)
 
-    def inventory(self, wanted: dict[str, set[str]]) -> Inventory:
+    def inventory(self, wanted: dict[str, set[str]], counted: dict[str, set[str]] | None = None) -> Inventory:
         """The label sets of every series named in `wanted` under the configured selectors, each cut to the
-        labels `wanted` keeps for its name (the rest, such as a pod's target labels, tell replicas apart,
-        which no check needs).
+        labels `wanted` keeps for its name: the rest, such as a pod's target labels and the replica label, tell
+        replicas apart, which only the checks that count replicas need. `counted` maps a name to the names whose
+        replicas are counted when it is present (an SLO's series; a native histogram and its classic count):
+        those keep the replica label too.
 
-        Prometheus does the cutting: a `count by (__name__, kept labels)` range query a name over the window,
-        stepped at the lookback so every series with a sample in it is counted, answers with one label set
-        per kind of series instead of one per replica (a thousand replicas' series would be tens of MB).
-        Only a histogram whose replicas do not all carry the same buckets (a count per `le` that differs
-        within one label set) is read series by series, so each replica's layout is seen as it is."""
+        Prometheus does the cutting: a `count by (__name__, kept labels)` answers with one label set per kind of
+        series instead of one per replica (a thousand replicas' series are tens of MB); see `_kinds`."""
         scope = {"match[]": "{" + ", ".join(m.render() for m in self.matchers) + "}"} if self.matchers else {}
         names = sorted(set(wanted).intersection(self._get("label/__name__/values", scope, _is_list_of(str))))
+        replica = {self.replica_label} if self.replica_label else set()
+        counting = {c for name in names for c in (counted or {}).get(name, ())}
+        # Names that keep the same labels are asked together; a histogram's buckets (each as many series as all
+        # the other names) and a name counted by replica alone, so that each answers within a read timeout.
+        questions: dict[tuple, list[str]] = {}     # (labels kept, the name asked alone or "") -> names asked
+        for name in names:
+            if name in counting:
+                questions[(frozenset(wanted[name] | replica), name)] = [name]
+            else:
+                alone = name if name.endswith("_bucket") else ""
+                questions.setdefault((frozenset(wanted[name]), alone), []).append(name)
+        found: dict[str, list[dict[str, str]]] = {}
+        for (kept, alone), asked in questions.items():
+            for metric in self._kinds(asked, set(kept), by_bucket=alone.endswith("_bucket") and alone not in counting):
+                found.setdefault(metric.get("__name__", ""), []).append({k: v for k, v in metric.items() if k in kept})
         inventory = Inventory(self.shown, self.secrets)
-        if not names:
-            return self._found(inventory)
-        matrix = []
-        for name in names:          # one query a name: each answers within a read timeout on a large fleet
-            query = f"count by ({', '.join(sorted(wanted[name] | {'__name__'}))}) ({selector(name, self.matchers)})"
-            matrix += self._get("query_range", {"query": query, "step": f"{LOOKBACK_S:g}"}, _is_matrix)["result"]
-        counts: dict[str, dict[tuple, dict[str, set[str]]]] = {}   # name -> labels but le -> le -> counts seen
-        for item in matrix:
-            labels = {k: v for k, v in item["metric"].items() if k in wanted.get(item["metric"].get("__name__"), ())}
-            name = item["metric"].get("__name__")
-            if name not in wanted:
-                continue
-            inventory.add(name, labels)
-            if "le" in labels:
-                rest = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
-                per_le = counts.setdefault(name, {}).setdefault(rest, {})
-                per_le.setdefault(labels["le"], set()).update(f"{t}={v}" for t, v in item["values"])
-        for name, groups in counts.items():
-            if any(len({frozenset(seen) for seen in per_le.values()}) > 1 for per_le in groups.values()):
-                inventory.series[name] = []         # replicas with different buckets: read each one's
-                for labels in self._get("series", {"match[]": selector(name, self.matchers)}, _is_list_of_labels):
-                    inventory.add(name, {k: v for k, v in labels.items() if k != "__name__"})
+        for name in names:
+            for labels in found.get(name, []):
+                inventory.add(name, labels)
         return self._found(inventory)
+
+    def _kinds(self, names: list[str], kept: set[str], by_bucket: bool) -> list[dict[str, str]]:
+        """The label sets (with __name__ and `kept`) of the series of `names` with a sample in the window: a range
+        query stepped at the lookback, so every such series is counted.
+
+        Except classic histograms' buckets (`by_bucket`: most of a large fleet's series, each kind of them carrying
+        the same bounds on every replica), whose every series the range query would read at every step: they are
+        read once, at the window's end, and the window adds what the end lacks, asked by what the end holds: the
+        kinds seen in it (by their +Inf bucket, which every classic histogram has), and of each kind, the series
+        with a bound the end does not list, usually none."""
+        count = f"count by ({', '.join(sorted(kept | {'__name__'}))})"
+        every = self._selector(names)
+        if not by_bucket:
+            return self._range(f"{count} ({every})")
+        at_end = [item["metric"] for item in self._get(
+            "query", {"query": f"{count} ({every})", "time": f"{self.end:.3f}"}, _is_vector)["result"]]
+        bounds: dict[tuple, set[str]] = {}     # (name, kind: labels but le) -> its bounds at the end
+        for metric in at_end:
+            bounds.setdefault(_kind(metric), set()).add(metric.get("le", ""))
+        for metric in self._range(f"{count} ({self._selector(names, Matcher('le', '=', '+Inf'))})"):
+            bounds.setdefault(_kind(metric), set())
+        others = [selector(name, self.matchers + _exactly(dict(kind), kept - {"le"})
+                           + tuple(Matcher("le", "!=", le) for le in sorted(les)))
+                  for (name, kind), les in bounds.items()]
+        queries = [""]
+        for other in others:        # as few queries as fit in a URL
+            joined = f"{queries[-1]} or {other}" if queries[-1] else other
+            if queries[-1] and len(joined) > QUERY_CHARS:
+                queries.append(other)
+            else:
+                queries[-1] = joined
+        return at_end + [metric for query in queries if query for metric in self._range(f"{count} ({query})")]
+
+    def _selector(self, names: list[str], *matchers: Matcher) -> str:
+        """The series of `names` under the selectors (and `matchers`)."""
+        if len(names) == 1:
+            return selector(names[0], self.matchers + matchers)
+        return selector("", (Matcher("__name__", "=~", "|".join(map(re.escape, names))),) + self.matchers + matchers)
+
+    def _range(self, query: str) -> list[dict[str, str]]:
+        """The label sets of a range query's answer over the window, stepped at the lookback."""
+        return [item["metric"] for item in
+                self._get("query_range", {"query": query, "step": f"{LOOKBACK_S:g}"}, _is_matrix)["result"]]
 
     def _found(self, inventory: Inventory) -> Inventory:
         if not inventory.series:
@@ -265,8 +307,20 @@ def _is_list_of(kind):
     return lambda data: isinstance(data, list) and all(isinstance(v, kind) for v in data)
 
 
-def _is_list_of_labels(data) -> bool:
-    return isinstance(data, list) and all(map(_is_label_set, data))
+def _exactly(labels: dict[str, str], kept: set[str]) -> tuple[Matcher, ...]:
+    """Matchers of exactly `labels` among `kept` (an absent one as "", which PromQL matches where it is absent)."""
+    return tuple(Matcher(k, "=", labels.get(k, "")) for k in sorted(kept))
+
+
+def _kind(metric: dict[str, str]) -> tuple[str, tuple]:
+    """A bucket series' name, and its labels but `__name__` and `le`: which kind of series of its histogram it is."""
+    return metric.get("__name__", ""), tuple(sorted((k, v) for k, v in metric.items() if k not in ("__name__", "le")))
+
+
+def _is_vector(data) -> bool:
+    """An instant query's answer: {"resultType": "vector", "result": [{"metric": {...}, "value": [t, "v"]}]}."""
+    return isinstance(data, dict) and data.get("resultType") == "vector" and isinstance(data.get("result"), list) \
+        and all(isinstance(item, dict) and _is_label_set(item.get("metric")) for item in data["result"])
 
 
 def _is_matrix(data) -> bool:
@@ -280,12 +334,12 @@ def _is_matrix(data) -> bool:
         for item in data["result"])
 
 
-def catalog_series(specs, selectors: dict[str, str], replica: tuple[str, ...] = ()) -> dict[str, set[str]]:
+def catalog_series(specs, selectors: dict[str, str]) -> dict[str, set[str]]:
     """Every series name an engine catalog lists (a histogram's native one under its base name too) -> the labels
-    the doctor judges on it: the catalogs' labels of that series (every version's), `le` and `quantile`, the labels
-    selectors match on (the config's, and each catalog's defaults such as job) and `replica` (what tells the
-    replicas stored only as native histograms apart)."""
-    always = {"le", "quantile", *selectors, *replica, *(label for spec in specs for label, _ in spec.selectors)}
+    the doctor judges on it: the catalogs' labels of that series (every version's), `le` and `quantile`, and the
+    labels selectors match on (the config's, and each catalog's defaults such as job). Not the replica label:
+    which replicas carry a series is asked only where a check counts them (`PrometheusReader.inventory`)."""
+    always = {"le", "quantile", *selectors, *(label for spec in specs for label, _ in spec.selectors)}
     wanted: dict[str, set[str]] = {}
     for spec in specs:
         for metric in spec.metrics.values():

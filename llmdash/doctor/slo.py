@@ -60,6 +60,19 @@ def slo_checks(inventory: Inventory, spec: EngineSpec, config) -> list[SloCheck]
     return checks
 
 
+def replica_series(spec: EngineSpec, config) -> set[str]:
+    """The series whose replicas `slo_checks` counts (the coverage): each latency SLI's buckets and counts, and
+    where failed requests are exported from the start, each availability SLI's failed and request series."""
+    sig = Signals(spec, config, fixed_selectors(spec, config), "5m")
+    names = set()
+    for ind in indicators(spec, config):
+        if ind.is_latency:
+            names |= {f"{s.metric.name}_{part}" for s in sig.sources(ind.role) for part in ("bucket", "count")}
+        elif not spec.signal(ind.role).appears_at_first_increment:
+            names |= {s.series for s in sig.sources(ind.role)} | {s.series for s in sig.sources(Role.REQUESTS)}
+    return names
+
+
 def _replicas(series: list[dict[str, str]], replica: tuple[str, ...]) -> set[tuple[str, ...]]:
     """The replicas (values of the `replica` labels) among the label sets."""
     return {tuple(labels.get(label, "") for label in replica) for labels in series}

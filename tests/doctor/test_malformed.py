@@ -16,8 +16,9 @@ SERIES = {"status": "success", "data": [{"__name__": "vllm:num_requests_running"
 
 
 def prometheus(names, series):
-    """A Prometheus answering the names request with `names`, and the count by labels with one sample for
-    each label set of `series` (a /api/v1/series answer; as it is when it does not hold label sets)."""
+    """A Prometheus answering the names request with `names`, the range query's count by labels with one sample
+    for each label set of `series` (a /api/v1/series answer; as it is when it does not hold label sets), and an
+    instant query (of a histogram's buckets) with `series` as it is."""
     def answer(path, query, headers):
         body = names if path.endswith("/values") else as_matrix(series) if path.endswith("/query_range") else series
         return 200, body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -46,8 +47,10 @@ def as_matrix(series):
     (NAMES, {"status": "success", "data": [{"__name__": "vllm:num_requests_running", "model_name": 5}]}),
     (NAMES, {"status": "success", "data": [{"__name__": "vllm:num_requests_running", "engine": {"a": 1}}]}),
     (NAMES, {"status": "error", "error": {"message": "not a string"}}),
+    ({"status": "success", "data": ["vllm:time_to_first_token_seconds_bucket"]}, SERIES),
 ], ids=["data-number", "data-string", "names-objects", "data-object", "status-list", "body-list", "deep",
-        "not-utf8", "series-number", "series-null", "series-pair", "label-number", "label-object", "error-object"])
+        "not-utf8", "series-number", "series-null", "series-pair", "label-number", "label-object", "error-object",
+        "instant-not-vector"])
 def test_an_answer_of_the_wrong_shape_is_one_line_exit_3(names, series):
     with Routes(prometheus(names, series)) as server:
         result = doctor("--prometheus", f"http://127.0.0.1:{server.port}")
