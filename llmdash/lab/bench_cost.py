@@ -2,13 +2,14 @@
 
 Why: at hundreds of instances a dashboard that reads raw histograms errors out (Prometheus stops a
 query past --query.max-samples, 50 M by default) or takes seconds per panel. This loads a synthetic
-vLLM fleet (`instances` per model x 2 models, 15 s scrapes, the catalog's names, labels and buckets;
-a cheap generator, not the simulator) into a real Prometheus with `promtool`, backfills the recording
-rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates every panel target and
-annotation of each dashboard as Grafana would: one range query over the dashboard's time range with
-`stats=all`, step = range / 1000 points rounded up to the scrape interval, `$__rate_interval` =
-max(4 x scrape interval, step + scrape interval), every variable = All (`.*`). vLLM's own overview
-dashboard (read from a file outside the repository, never copied) is measured the same way as the reference.
+vLLM fleet (`instances` per model x 2 models, 15 s scrapes or 60 s for a day, the catalog's names, labels
+and buckets; a cheap generator, not the simulator) into a real Prometheus with `promtool`, backfills the
+recording rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates every panel target
+and annotation of each dashboard as Grafana would: one range query over the load's range with `stats=all`,
+step = range / the panel's max data points (1000 where unset) rounded up to the scrape interval (at least
+the target's min interval), `$__rate_interval` = max(4 x scrape interval, step + scrape interval), every
+variable = All (`.*`). vLLM's own overview dashboard (read from a file outside the repository, never
+copied) is measured the same way as the reference.
 """
 
 from __future__ import annotations
