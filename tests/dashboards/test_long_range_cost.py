@@ -5,6 +5,7 @@ range / Max data points, never finer than its Min interval (Grafana's panel quer
 tiles a day in 86400 / 300 = 288 points; at 3 h, 10800 / 288 = 37.5 s is finer than the 60 s Min interval."""
 
 import dataclasses
+import json
 import re
 
 from llmdash.config import Config
@@ -12,6 +13,7 @@ from llmdash.dashboards.assemble import build_dashboard
 from llmdash.dashboards.walk import walk_panels
 from llmdash.engines.catalog import load_engine
 from llmdash.lab import bench_cost
+from tests.support.paths import GENERATED
 
 
 def query_panels(model: dict):
@@ -50,3 +52,10 @@ def test_the_divergence_annotation_reads_fixed_windows_at_a_fixed_min_step(defau
     ranges = re.findall(r"\[[^\]]*\](?: offset \w+)?", expr)
     assert set(ranges) == {"[5m]", "[1h:5m] offset 1h"}
     assert ranges.count("[1h:5m] offset 1h") == 2
+
+
+def test_the_v2_twin_carries_the_same_query_options():
+    resource = json.loads((GENERATED / "dashboards-v2" / "vllm.json").read_text())
+    options = [element["spec"]["data"]["spec"]["queryOptions"] for element in resource["spec"]["elements"].values()
+               if element["spec"]["data"]["spec"]["queries"]]
+    assert options and all(o == {"interval": "60s", "maxDataPoints": 288} for o in options)
