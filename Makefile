@@ -24,7 +24,7 @@ help:
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay (seeds 1-4), false firings vs naive baselines, live page delay per backend -> docs/benchmarks/bench-detect.md"
-	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances; 3 h, 24 h) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
 	@echo "make bench-rules   what each rule group costs a Prometheus at 20, 200, 1000 replicas -> docs/benchmarks/bench-rules.md"
 	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from llmdash.dashboards import postprocess
-from llmdash.dashboards.assemble import (annotation, chained_variables, firing_alerts, fit_row, panel_min_interval,
-                                        shell)
+from llmdash.dashboards.assemble import (annotation, chained_variables, firing_alerts, fit_row, panel_max_data_points,
+                                        panel_min_interval, shell)
 from llmdash.panels import builders, promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.recorded import Key, Level, Series
@@ -118,7 +118,8 @@ def build_fleet_dashboard(config, recorded: Mapping[Key, Series]) -> dict:
     divergence = (promql.as_flag(promql.selector(recorded[divergence_key].name, scope))
                   if divergence_key in recorded else None)
     return postprocess.to_grafana(dashboard, _variables(recorded[Key(Role.RUNNING)], groups),
-                                  _annotations(scope, config, divergence), panel_min_interval(config))
+                                  _annotations(scope, config, divergence), panel_min_interval(config),
+                                  panel_max_data_points(config))
 
 
 def _variables(running: Series, groups: tuple[str, ...]) -> list[dict]:

@@ -27,8 +27,10 @@ BUILT_IN_ANNOTATION = {
 }
 
 
-def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: list[dict], min_interval: str) -> dict:
-    """The stored model; every query panel gets `min_interval` as its Min interval (Grafana never steps finer)."""
+def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: list[dict], min_interval: str,
+               max_data_points: int) -> dict:
+    """The stored model; every query panel gets `min_interval` as its Min interval (Grafana never steps finer) and
+    `max_data_points` as its Max data points (Grafana steps range / max data points where that is coarser)."""
     model = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
     for key in LEGACY_DASHBOARD_KEYS:
         model.pop(key, None)
@@ -41,7 +43,7 @@ def to_grafana(dashboard: core.Dashboard, variables: list[dict], annotations: li
     model["liveNow"] = False
     model["weekStart"] = ""
     for number, panel in enumerate(model["panels"], start=1):
-        _panel(panel, number, min_interval)
+        _panel(panel, number, min_interval, max_data_points)
     return model
 
 
@@ -55,7 +57,7 @@ def _drop_nulls(node):
     return node
 
 
-def _panel(panel: dict, number: int, min_interval: str) -> None:
+def _panel(panel: dict, number: int, min_interval: str, max_data_points: int) -> None:
     cleaned = _drop_nulls(panel)
     panel.clear()
     panel.update(cleaned)
@@ -75,6 +77,7 @@ def _panel(panel: dict, number: int, min_interval: str) -> None:
             panel.pop(key, None)
         return
     panel["interval"] = min_interval
+    panel["maxDataPoints"] = max_data_points
     for target in panel["targets"]:
         for key in LEGACY_TARGET_KEYS:
             target.pop(key, None)

@@ -40,8 +40,8 @@ WEEK_START = ("saturday", "monday", "sunday")
 DASHBOARD_KEYS = {"annotations", "description", "editable", "fiscalYearStartMonth", "graphTooltip", "id", "links",
                   "liveNow", "panels", "refresh", "schemaVersion", "tags", "templating", "time", "timepicker",
                   "timezone", "title", "uid", "weekStart"}
-PANEL_KEYS = {"datasource", "description", "fieldConfig", "gridPos", "id", "interval", "links", "options", "targets",
-              "title", "transformations", "type"}
+PANEL_KEYS = {"datasource", "description", "fieldConfig", "gridPos", "id", "interval", "links", "maxDataPoints",
+              "options", "targets", "title", "transformations", "type"}
 ROW_KEYS = {"collapsed", "gridPos", "id", "panels", "title", "type"}
 TRANSFORMATION_KEYS = {"id", "options", "disabled", "filter", "topic"}
 DATASOURCE_VARIABLE_KEYS = {"type", "name", "label", "query", "hide", "includeAll", "multi", "options", "refresh",
@@ -166,7 +166,7 @@ def _element(panel: dict) -> dict:
         "data": {"kind": "QueryGroup", "spec": {
             "queries": queries,
             "transformations": [_transformation(t, what) for t in panel.get("transformations") or []],
-            "queryOptions": {"interval": panel["interval"]} if panel.get("interval") else {}}},
+            "queryOptions": {key: panel[key] for key in ("interval", "maxDataPoints") if panel.get(key)}}},
         "vizConfig": {"kind": "VizConfig", "group": panel["type"], "version": "",
                       "spec": {"options": panel.get("options") or {},
                                "fieldConfig": {"defaults": field_config.get("defaults") or {},

@@ -175,7 +175,8 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
 @click.pass_context
 def bench_cost_command(ctx: click.Context, out: Path, anchor: Path) -> None:
     """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
-    fleets of 20 and 200 instances in a local Prometheus, beside vLLM's own overview dashboard."""
+    fleets of 20 and 200 instances (3 h, 30 min and 24 h loads) in a local Prometheus, beside vLLM's own overview
+    dashboard."""
     from llmdash.lab import bench_cost
 
     started = time.monotonic()

@@ -2,13 +2,14 @@
 
 Why: at hundreds of instances a dashboard that reads raw histograms errors out (Prometheus stops a
 query past --query.max-samples, 50 M by default) or takes seconds per panel. This loads a synthetic
-vLLM fleet (`instances` per model x 2 models, 15 s scrapes, the catalog's names, labels and buckets;
-a cheap generator, not the simulator) into a real Prometheus with `promtool`, backfills the recording
-rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates every panel target and
-annotation of each dashboard as Grafana would: one range query over the dashboard's time range with
-`stats=all`, step = range / 1000 points rounded up to the scrape interval, `$__rate_interval` =
-max(4 x scrape interval, step + scrape interval), every variable = All (`.*`). vLLM's own overview
-dashboard (read from a file outside the repository, never copied) is measured the same way as the reference.
+vLLM fleet (`instances` per model x 2 models, 15 s scrapes or 60 s for a day, the catalog's names, labels
+and buckets; a cheap generator, not the simulator) into a real Prometheus with `promtool`, backfills the
+recording rules level by level (`promtool tsdb create-blocks-from rules`), and evaluates every panel target
+and annotation of each dashboard as Grafana would: one range query over the load's range with `stats=all`,
+step = range / the panel's max data points (1000 where unset) rounded up to the scrape interval (at least
+the target's min interval), `$__rate_interval` = max(4 x scrape interval, step + scrape interval), every
+variable = All (`.*`). vLLM's own overview dashboard (read from a file outside the repository, never
+copied) is measured the same way as the reference.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from llmdash.lab.promserver import PrometheusServer
 
 SCRAPE_S = 15
 POINTS = 1000                      # Grafana's default max data points for a panel of ~1000 px
+# promtool parses its whole input once per block it writes (2 h by default): a day of data in blocks of up to
+# 54 h (the largest TSDB range at or below this) takes one or two passes instead of fourteen
+BLOCK_DURATION = "54h"
 ANCHOR_NAME = "vLLM overview (anchor)"
 ANCHOR_MAX_BYTES = 16 << 20   # the overview is about 100 KB; a file far larger is not it, and is never read whole
 MAX_SAMPLES = 50_000_000           # Prometheus' default --query.max-samples
@@ -42,14 +46,15 @@ MODELS = ("llama-3.1-8b-instruct", "qwen2.5-7b-instruct")
 SELECTED_METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
 
-def grafana_step(range_s: float) -> int:
-    """Grafana's interval for `POINTS` points over the range, never below the scrape interval."""
-    return max(SCRAPE_S, math.ceil(range_s / POINTS / SCRAPE_S) * SCRAPE_S)
+def grafana_step(range_s: float, points: int = POINTS, scrape_s: int = SCRAPE_S) -> int:
+    """Grafana's interval for `points` (the panel's max data points) over the range, never below the scrape
+    interval."""
+    return max(scrape_s, math.ceil(range_s / points / scrape_s) * scrape_s)
 
 
-def query_as_sent(expr: str, range_s: float, step: int) -> str:
+def query_as_sent(expr: str, range_s: float, step: int, scrape_s: int = SCRAPE_S) -> str:
     """The query Grafana sends: built-in intervals filled in, every template variable = All."""
-    return variables.substitute(expr, {}, step, range_s, SCRAPE_S, default=variables.ALL)
+    return variables.substitute(expr, {}, step, range_s, scrape_s, default=variables.ALL)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class Query:
     expr: str
     instant: bool = False          # a table/stat target marked instant: one evaluation at the end
     min_step_s: int = 0            # the target's (or panel's) `interval`: Grafana never steps finer
+    points: int = POINTS           # the panel's `maxDataPoints`: Grafana steps range / points
 
 
 def dashboard_queries(model: dict) -> list[Query]:
@@ -70,7 +76,8 @@ def dashboard_queries(model: dict) -> list[Query]:
             if target.get("expr"):
                 interval = target.get("interval") or panel.get("interval") or ""
                 out.append(Query(panel.get("title", "?"), target["expr"],
-                                 bool(target.get("instant")) and not target.get("range"), _step(interval)))
+                                 bool(target.get("instant")) and not target.get("range"), _step(interval),
+                                 panel.get("maxDataPoints") or POINTS))
     for annotation in model.get("annotations", {}).get("list", []):
         target = annotation.get("target") or {}
         expr = target.get("expr") or annotation.get("expr")
@@ -109,13 +116,13 @@ def _series_names(spec: EngineSpec, anchor: dict | None) -> dict[str, tuple[str,
 
 
 def write_fleet(path: Path, spec: EngineSpec, instances: int, hours: float, end: float,
-                anchor: dict | None = None) -> int:
-    """OpenMetrics for `instances` replicas x 2 models of vLLM with steady traffic, one series at a time
-    (promtool accepts series-major order); returns the samples written."""
+                anchor: dict | None = None, scrape_s: int = SCRAPE_S) -> int:
+    """OpenMetrics for `instances` replicas x 2 models of vLLM with steady traffic scraped every `scrape_s`, one
+    series at a time (promtool accepts series-major order); returns the samples written."""
     names = _series_names(spec, anchor)
-    steps = int(hours * 3600 // SCRAPE_S)
-    stamps = [f" {end - (steps - k) * SCRAPE_S:.0f}\n" for k in range(steps + 1)]
-    elapsed = [k * SCRAPE_S for k in range(steps + 1)]
+    steps = int(hours * 3600 // scrape_s)
+    stamps = [f" {end - (steps - k) * scrape_s:.0f}\n" for k in range(steps + 1)]
+    elapsed = [k * scrape_s for k in range(steps + 1)]
     samples = 0
     with open(path, "w") as out:
         def series(name: str, values) -> None:
@@ -154,12 +161,14 @@ class Cost:
     seconds: float
 
 
-def measure(server: PrometheusServer, queries: list[Query], start: float, end: float) -> list[Cost]:
-    """Samples read and wall time of each query, as Grafana would send it over [start, end]."""
+def measure(server: PrometheusServer, queries: list[Query], start: float, end: float,
+            scrape_s: int = SCRAPE_S) -> list[Cost]:
+    """Samples read and wall time of each query, as Grafana would send it over [start, end] with the data
+    source's scrape interval `scrape_s`."""
     costs = []
     for query in queries:
-        step = max(grafana_step(end - start), query.min_step_s)
-        expr = query_as_sent(query.expr, end - start, step)
+        step = max(grafana_step(end - start, query.points, scrape_s), query.min_step_s)
+        expr = query_as_sent(query.expr, end - start, step, scrape_s)
         if query.instant:
             path, params = "query", {"query": expr, "time": f"{end:.0f}"}
         else:
@@ -177,13 +186,18 @@ class Fleet:
     """One measured fleet size: replicas per model, the range a dashboard load covers, hours of data."""
 
     instances: int
-    range_s: float        # the dashboards' default range (20), or a shorter one scaled up (200)
-    data_hours: float     # range + the longest lookback (the divergence's 1h baseline subquery of a 5m rate)
+    range_s: float        # the dashboards' default range (20), a shorter one scaled up (200), or a day
+    data_hours: float     # range + the longest lookback (the divergence's 1h baseline, 1h ago, of a 5m rate)
     with_anchor: bool     # also generate the series only vLLM's overview reads, and measure it
+    scrape_s: int = SCRAPE_S
+    recorded: bool = True  # also backfill the recording rules and measure the recorded dashboards
 
 
-# 200 instances: a 30-minute load (scaled x6 to the 3 h default) keeps the backfill near 13 M samples
-FLEETS = (Fleet(20, 3 * 3600, 4.25, True), Fleet(200, 1800, 1.6, False))
+# 200 instances: a 30-minute load (scaled x6 to the 3 h default) keeps the backfill near 13 M samples. A day at
+# 200 instances scraped every 15 s would be 690 M samples (a 99 GB OpenMetrics file; 20 instances took 18 min
+# to backfill): at 60 s it is 170 M, and the rules' day of recorded series is left out (bench-rules measures them).
+FLEETS = (Fleet(20, 3 * 3600, 4.25, True), Fleet(200, 1800, 1.6, False),
+          Fleet(200, 24 * 3600, 26.25, True, scrape_s=60, recorded=False))
 DEFAULT_RANGE_S = 3 * 3600
 
 
@@ -210,6 +224,7 @@ def rules_cost_per_minute(server: PrometheusServer, rule_model: dict, at: float)
 @dataclass(frozen=True)
 class Row:
     fleet: int
+    range_s: float
     dashboard: str
     mode: str
     samples: int
@@ -244,13 +259,13 @@ def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
             began = time.monotonic()
             path = server.dir / "fleet.om"
             samples = write_fleet(path, spec, fleet.instances, fleet.data_hours, end,
-                                  anchor if fleet.with_anchor else None)
-            server.backfill(path)
+                                  anchor if fleet.with_anchor else None, fleet.scrape_s)
+            server.backfill(path, max_block_duration=BLOCK_DURATION)
             path.unlink()
             progress(f"{fleet.instances} instances x {len(MODELS)} models: {samples} samples backfilled "
-                     f"({fleet.data_hours:g} h) in {time.monotonic() - began:.0f} s")
+                     f"({fleet.data_hours:g} h, {fleet.scrape_s} s scrapes) in {time.monotonic() - began:.0f} s")
             server.start()
-            if any(r.get("record") for g in rules["groups"] for r in g["rules"]):
+            if fleet.recorded and any(r.get("record") for g in rules["groups"] for r in g["rules"]):
                 began = time.monotonic()
                 replay.prometheus_record(server, [rules], end - fleet.data_hours * 3600, end)
                 progress(f"recorded series backfilled in {time.monotonic() - began:.0f} s")
@@ -258,40 +273,45 @@ def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
             scale = (1000 / fleet.instances) * (DEFAULT_RANGE_S / fleet.range_s)
             measured = {(ANCHOR_NAME, "raw"): dashboard_queries(anchor)} if fleet.with_anchor else {}
             measured |= {(name, mode): dashboard_queries(model) for mode, models in boards.items()
-                         for name, model in models.items()}
+                         for name, model in models.items() if fleet.recorded or mode == "raw"}
             for (name, mode), queries in measured.items():
-                costs = measure(server, queries, start, end)
+                costs = measure(server, queries, start, end, fleet.scrape_s)
                 if not any(c.samples for c in costs):
                     continue                          # another engine's dashboard: nothing to read here
                 largest = max(costs, key=lambda c: c.samples, default=Cost("-", 0, 0.0))
-                rows.append(Row(fleet.instances, name, mode, sum(c.samples for c in costs),
+                rows.append(Row(fleet.instances, fleet.range_s, name, mode, sum(c.samples for c in costs),
                                 sum(c.seconds for c in costs), largest, scale))
-            rule_costs[fleet.instances] = rules_cost_per_minute(server, rules, end)
+            if fleet.recorded:
+                rule_costs[fleet.instances] = rules_cost_per_minute(server, rules, end)
         finally:
             server.stop()
     return rows, rule_costs
 
 
 def table(rows: list[Row], rule_costs: dict[int, int], fleets: tuple[Fleet, ...] = FLEETS) -> str:
-    """Markdown: one row per fleet size, dashboard and mode, with the ratio to vLLM's overview."""
-    lines = ["Synthetic vLLM fleet, 2 models, 15 s scrapes; one dashboard load = every panel target and annotation "
-             "as Grafana sends it (a range query with step = range / 1000 rounded up to 15 s, or the target's min "
-             "interval if larger; an instant query for targets marked instant; $__rate_interval = max(60 s, step + "
-             "15 s); variables = All), dashboards that read nothing on vLLM data left out; "
+    """Markdown: one row per fleet size and range, dashboard and mode, with the ratios to vLLM's overview."""
+    lines = ["Synthetic vLLM fleet, 2 models; one dashboard load = every panel target and annotation "
+             "as Grafana sends it (a range query with step = range / the panel's max data points (1000 where unset) "
+             "rounded up to the scrape interval, or the target's min interval if larger; an instant query for "
+             "targets marked instant; $__rate_interval = max(4 x scrape, step + scrape); variables = All), "
+             "dashboards that read nothing on vLLM data left out; "
              "samples = Prometheus' stats.samples.totalQueryableSamples. "
-             + "; ".join(f"{f.instances} instances: {f.range_s / 3600:g} h range over {f.data_hours:g} h of data"
-                         for f in fleets) + ". The largest panel is scaled to the 3 h default range at 1000 "
-             f"instances; ⚠ marks more than {MAX_SAMPLES // 1_000_000} M samples (--query.max-samples).", "",
-             "| instances | dashboard | mode | samples | × vLLM overview | eval s | largest panel | its samples "
-             "| at 1000 instances, 3 h |", "|---|---|---|---|---|---|---|---|---|"]
+             + "; ".join(f"{f.instances} instances: {f.range_s / 3600:g} h range over {f.data_hours:g} h of data "
+                         f"scraped every {f.scrape_s} s" for f in fleets) + ". The largest panel is scaled to the "
+             f"3 h default range at 1000 instances; ⚠ marks more than {MAX_SAMPLES // 1_000_000} M samples "
+             "(--query.max-samples).", "",
+             "| instances | range | dashboard | mode | samples | × vLLM overview | eval s | × its eval s "
+             "| largest panel | its samples | at 1000 instances, 3 h |", "|---" * 11 + "|"]
     for fleet in fleets:
-        here = [r for r in rows if r.fleet == fleet.instances]
-        anchor = next((r.samples for r in here if r.dashboard == ANCHOR_NAME), 0)
+        here = [r for r in rows if (r.fleet, r.range_s) == (fleet.instances, fleet.range_s)]
+        anchor = next((r for r in here if r.dashboard == ANCHOR_NAME), None)
         for r in here:
-            ratio = f"{r.samples / anchor:.2f}" if anchor else "-"
+            ratio = f"{r.samples / anchor.samples:.2f}" if anchor and anchor.samples else "-"
+            time_ratio = f"{r.seconds / anchor.seconds:.2f}" if anchor and anchor.seconds else "-"
             flag = " ⚠" if r.largest_at_1000 > MAX_SAMPLES else ""
-            lines.append(f"| {r.fleet} | {r.dashboard} | {r.mode} | {r.samples:,} | {ratio} | {r.seconds:.2f} | "
-                         f"{r.largest.title} | {r.largest.samples:,} | {r.largest_at_1000 / 1e6:.1f} M{flag} |")
+            lines.append(f"| {r.fleet} | {r.range_s / 3600:g} h | {r.dashboard} | {r.mode} | {r.samples:,} | {ratio} "
+                         f"| {r.seconds:.2f} | {time_ratio} | {r.largest.title} | {r.largest.samples:,} "
+                         f"| {r.largest_at_1000 / 1e6:.1f} M{flag} |")
     lines += ["", "vLLM rules' own evaluation: " + "; ".join(
         f"{n} instances: {cost:,} samples/min" for n, cost in sorted(rule_costs.items()))]
     return "\n".join(lines) + "\n"

@@ -140,7 +140,7 @@ def test_every_grafanalib_legend_gets_show_legend_as_grafana_migrates_it():
                             gridPos=core.GridPos(h=8, w=12, x=0, y=0))
     hidden = core.TimeSeries(title="hidden", dataSource="x", targets=[core.Target(expr="up", refId="A")],
                              legendDisplayMode="hidden", gridPos=core.GridPos(h=8, w=12, x=12, y=0))
-    model = postprocess.to_grafana(core.Dashboard(title="t", uid="t", panels=[shown, hidden]), [], [], "1m")
+    model = postprocess.to_grafana(core.Dashboard(title="t", uid="t", panels=[shown, hidden]), [], [], "1m", 288)
     legends = {p["title"]: p["options"]["legend"] for p in model["panels"]}
     assert legends["shown"]["showLegend"] is True and legends["shown"]["displayMode"] == "list"
     assert legends["hidden"]["showLegend"] is False and legends["hidden"]["displayMode"] == "list"

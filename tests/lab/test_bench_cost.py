@@ -76,3 +76,30 @@ def test_an_anchor_far_larger_than_the_overview_is_refused_unread(tmp_path):
         bench_cost.run(Config(), path)
     assert str(refused.value) == (f"cannot read vLLM's overview dashboard: {path}: file is 1073741824 bytes, "
                                   "more than the 16777216 allowed")
+
+
+def test_a_fleet_scraped_every_60s_writes_a_sample_a_minute(tmp_path):
+    from llmdash.engines.catalog import load_engine
+
+    path = tmp_path / "fleet.om"
+    bench_cost.write_fleet(path, load_engine("vllm"), 1, 0.05, 3_600_000, scrape_s=60)   # 3 minutes
+    lines = path.read_text().splitlines()
+    assert lines[0] == "# TYPE vllm:generation_tokens counter"
+    assert [line.rsplit(" ", 1)[1] for line in lines[1:6]] == ["3599820", "3599880", "3599940", "3600000",
+                                                               "3599820"]   # the next series starts again
+
+
+def test_two_loads_of_one_fleet_size_are_tabled_apart_each_beside_its_own_anchor():
+    day = bench_cost.Fleet(200, 24 * 3600, 26.25, True, scrape_s=60, recorded=False)
+    short = bench_cost.Fleet(200, 1800, 1.6, True)
+    cost = bench_cost.Cost("ITL p99", 10, 1.0)
+
+    def row(fleet, name, samples, secs):
+        return bench_cost.Row(fleet.instances, fleet.range_s, name, "raw", samples, secs, cost, 1.0)
+
+    rows = [row(short, bench_cost.ANCHOR_NAME, 100, 2.0), row(short, "vllm", 50, 1.0),
+            row(day, bench_cost.ANCHOR_NAME, 1000, 10.0), row(day, "vllm", 300, 8.0)]
+    text = bench_cost.table(rows, {}, (short, day))
+    assert "| 200 | 0.5 h | vllm | raw | 50 | 0.50 | 1.00 | 0.50 |" in text
+    assert "| 200 | 24 h | vllm | raw | 300 | 0.30 | 8.00 | 0.80 |" in text
+    assert "24 h range over 26.25 h of data scraped every 60 s" in text
