@@ -30,7 +30,6 @@ from llmdash.panels import promql
 from llmdash.panels.promql import Matcher
 from llmdash.panels.signals import Signals, SignalsBase, fixed_selectors
 from llmdash.panels.slo import Leaves, indicator, objectives_for
-from llmdash.rules.targets import RULERS
 from llmdash.vocabulary import (BUCKET_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE, MODEL_LABEL, RECORDED_QUANTILES,
                                 SLO_LABEL, BURN_PAIRS, Alert, Role, quantile_name)
 
@@ -149,11 +148,11 @@ def _gauge_recording(role: Role, metric: str, reduce: str) -> Recording:
 
 def _model_bucket_rates(b: _Build, key: Key) -> str:
     """A model's bucket rates: the sum of its units' recorded ones where the layer records them (the straggler
-    warning's), so each raw bucket is read once per evaluation; else from the raw buckets. Not on a ruler whose
-    recorded series come back an evaluation late (vmalert): there a recording read of a recording would put the
-    model's quantiles, and the pages over them, one interval behind."""
+    warning's), so each raw bucket is read once per evaluation; else from the raw buckets. Not for a ruler whose
+    recorded series come back an evaluation late (`RecordingLayer.fresh`, vmalert): there a recording read of a
+    recording would put the model's quantiles, and the pages over them, one interval behind."""
     unit = Key("bucket_rates", key.role, key.window, level=Level.INSTANCE)
-    if unit in b.rec.layer and RULERS[b.config.rules.target].fresh_recordings:
+    if unit in b.rec.layer and b.rec.layer.fresh:
         return f"sum{promql.by((BUCKET_LABEL,) + b.rec.recorded_model)} ({b.rec.selector(b.rec.layer.get(unit))})"
     return b.leaf(b.raw.bucket_rates(key.role, window=key.window))
 
@@ -354,10 +353,13 @@ _NAME_OF_ROLE = {"input": "prompt", "output": "generated"}
 
 
 class RecordingLayer:
-    """The recorded series of one engine under one config, built from `RECORDINGS` in evaluation order."""
+    """The recorded series of one engine under one config, built from `RECORDINGS` in evaluation order. `fresh`:
+    whether the ruler's rules read what the rules before them recorded in the same evaluation (Prometheus does;
+    vmalert sees it an evaluation late: `llmdash.rules.targets.Ruler.fresh_recordings`). Names do not depend on
+    it, only which series an expression reads."""
 
-    def __init__(self, spec: EngineSpec, config):
-        self.spec, self.config = spec, config
+    def __init__(self, spec: EngineSpec, config, fresh: bool = True):
+        self.spec, self.config, self.fresh = spec, config, fresh
         model = tuple(config.fleet.group_by) + (MODEL_LABEL,)
         self.level_prefix = {Level.MODEL: "_".join(model),
                              Level.INSTANCE: "_".join(model + (config.fleet.instance_label,))}
@@ -404,9 +406,9 @@ class RecordingLayer:
         return key in self._series
 
 
-def recording_layer(spec: EngineSpec, config) -> RecordingLayer:
+def recording_layer(spec: EngineSpec, config, fresh: bool = True) -> RecordingLayer:
     """The engine's recorded series under the config (cheap: names and expression text only)."""
-    return RecordingLayer(spec, config)
+    return RecordingLayer(spec, config, fresh)
 
 
 INF_BUCKET = Matcher(BUCKET_LABEL, "=", "+Inf")   # the same text in every exporter and in Prometheus 3
@@ -490,8 +492,8 @@ class RecordedSignals(SignalsBase):
         return self.selector(self.series("preemption_rate", window=window, level=Level.INSTANCE))
 
     def preemption_share(self, group=None, window=None) -> str:
-        """Per instance: the recorded share. Per model: preemptions per finished request (the worst
-        instance's paused share on a paused-requests gauge)."""
+        """Per instance: the recorded share (over the chronic window, `_averaged_share`). Per model: preemptions per
+        finished request (the worst instance's paused share on a paused-requests gauge)."""
         window = window or self.config.preemption.short_window
         per_unit = group is not None and self.config.fleet.instance_label in group
         if per_unit and self.preemption_is_counter and Key("preemption_share", None, window, None,

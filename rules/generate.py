@@ -51,11 +51,11 @@ def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: recording rules first, then the alerts composed from them, in two groups by how
     soon their answer is needed (`can_wait`): the pages and everything they read at the server's interval, and
     what a minute's delay does not hurt once a minute (`SLOW_INTERVAL`)."""
-    layer = recording_layer(spec, config)
+    layer = recording_layer(spec, config, RULERS[config.rules.target].fresh_recordings)
     rules: list[dict] = [{"record": series.name, "expr": series.expr,
                           "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}} for series in layer.series]
     waits = {series.name for series in layer.series if can_wait(series.key)}
-    sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
+    sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window, layer)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), preemptions_chronic(sig, config),
                                   divergence(sig, config), latency_high(sig, config, Alert.TTFT_HIGH),
