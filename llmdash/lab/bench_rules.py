@@ -208,6 +208,11 @@ class SizeCost:
     doctor_exit: int = 0
 
     @property
+    def samples_per_interval(self) -> float:
+        """Samples the groups read per `interval_s`, each group's per evaluation times its evaluations in it."""
+        return sum(g.samples * self.interval_s / g.interval_s for g in self.groups)
+
+    @property
     def cpu_share(self) -> float:
         return self.cpu_s_per_evaluation / self.interval_s
 
@@ -404,7 +409,8 @@ def growth_exponent(points: list[tuple[float, float]]) -> float:
 def table(engine: str, sizes: list[SizeCost]) -> str:
     """Markdown: one row per size and group, the fleet's totals, then the fitted growth of each column."""
     lines = [f"### {engine}", "",
-             "| replicas | group | interval | eval s (median) | share of interval | samples read | series added "
+             "| replicas | group | interval | eval s (median) | share of interval | samples read (all: per interval) "
+             "| series added "
              "| added per replica |", "|---|---|---|---|---|---|---|---|"]
     for size in sizes:
         for g in size.groups:
@@ -413,7 +419,7 @@ def table(engine: str, sizes: list[SizeCost]) -> str:
         total_eval = sum(g.eval_s / g.interval_s for g in size.groups) * size.interval_s
         lines.append(f"| {size.replicas} | **all** ({size.series_scraped:,} series scraped) | {size.interval_s:g} s "
                      f"| {total_eval:.3f} | {total_eval / size.interval_s:.1%} | "
-                     f"{sum(g.samples for g in size.groups):,} | {sum(g.series for g in size.groups):,} | "
+                     f"{size.samples_per_interval:,.0f} | {sum(g.series for g in size.groups):,} | "
                      f"{sum(g.series for g in size.groups) / size.replicas:.1f} |")
     lines += ["", "| replicas | rule CPU per evaluation (every group on schedule) | share of interval | "
               "rule CPU per interval (measured) | share of interval | `llmdash doctor --prometheus` |",
@@ -423,7 +429,7 @@ def table(engine: str, sizes: list[SizeCost]) -> str:
     fits = {
         "evaluation time": [(s.replicas, sum(g.eval_s for g in s.groups)) for s in sizes],
         "CPU": [(s.replicas, s.cpu_s_per_evaluation) for s in sizes],
-        "samples read": [(s.replicas, sum(g.samples for g in s.groups)) for s in sizes],
+        "samples read": [(s.replicas, s.samples_per_interval) for s in sizes],
         "series added": [(s.replicas, sum(g.series for g in s.groups)) for s in sizes],
     }
     lines += ["", "Fitted growth (cost ∝ replicas^b): " + "; ".join(

@@ -27,8 +27,8 @@ def test_the_table_gives_each_group_its_share_and_the_totals():
     text = bench_rules.table("vllm", sizes)
     assert "| 20 | page | 15 s | 0.150 | 1.0% | 40,000 | 300 | 15.0 |" in text
     assert "| 20 | slow | 60 s | 0.600 | 1.0% | 8,000 | 20 | 1.0 |" in text
-    # per 15 s: 0.15 + 0.6 / 4 = 0.3 s, 2 % of the interval; series 320 / 20 replicas
-    assert "| 20 | **all** (1,780 series scraped) | 15 s | 0.300 | 2.0% | 48,000 | 320 | 16.0 |" in text
+    # per 15 s: 0.15 + 0.6 / 4 = 0.3 s, 2 % of the interval; 40,000 + 8,000 / 4 samples; series 320 / 20 replicas
+    assert "| 20 | **all** (1,780 series scraped) | 15 s | 0.300 | 2.0% | 42,000 | 320 | 16.0 |" in text
     assert "| 200 | 3.000 s | 20.0% | 1.500 s | 10.0% | 2.5 s (exit 1) |" in text
     assert "evaluation time b = 1.00" in text and "series added b = 1.00" in text
 
