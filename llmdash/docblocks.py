@@ -36,7 +36,7 @@ END = "<!-- end generated: {name} -->"
 FIGURES_CONFIG = Config(logs=Logs(enabled=True))
 
 COMPARISON = re.compile(r"(?<![=!<>])(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?![\w.:])")
-FACTOR = re.compile(r"\)\s*\*\s*(\d+(?:\.\d+)?)(?![\w.:])")
+FACTOR = re.compile(r"\)\s*\*\s*(?!0(?![\d.]))(\d+(?:\.\d+)?)(?![\w.:])")   # not `or x * 0`, a zero fallback
 WINDOW = re.compile(r":\w*?rate(\d+[smhdw])\b|:max(\d+[smhdw])\b|\[(\d+[smhdw])(?::\d*[smhdw]?)?\]"
                     r"|\boffset (\d+[smhdw])\b")
 
@@ -134,6 +134,24 @@ def held_expression_block() -> str:
     return "```\n" + held("<condition>", config.preemption.keep_firing_for, config.rules.interval or "") + "\n```"
 
 
+def rule_groups_block() -> str:
+    """Each group of an engine's rule file, how often it is evaluated and what it holds, read from the built rules
+    (the defaults, plus one SLO objective so that the SLO rules are placed too)."""
+    from llmdash.config import Objective, Slo
+    slo = Config(slo=Slo(objectives=(Objective(name="ttft", target_seconds=1.0, objective=0.99, engines=("vllm",)),)))
+    default, with_slo = ({group["name"]: group.get("interval", "the server's `evaluation_interval`")
+                          for group in build_rule_files(config)["vllm"]["groups"]} for config in (FIGURES_CONFIG, slo))
+    lines = ["| Group (vLLM's) | Evaluated every | With `slo.objectives` (and no `rules.interval`) | Holds |",
+             "|---|---|---|---|"]
+    for i, group in enumerate(build_rule_files(slo)["vllm"]["groups"]):
+        alerts = _ordered(rule["alert"] for rule in group["rules"] if "alert" in rule)
+        records = _ordered(rule["record"] for rule in group["rules"] if "record" in rule)
+        listed = f"{len(records)} series, the pages' inputs" if i == 0 else _code(records)
+        lines.append(f"| `{group['name']}` | {default[group['name']]} | {with_slo[group['name']]} | "
+                     f"alerts {_code(alerts)}; recorded: {listed} |")
+    return "\n".join(lines)
+
+
 def build_outputs_block() -> str:
     lines = ["| `llmdash` part | Directories under the output directory |", "|---|---|"]
     lines += [f"| {part} | {', '.join(f'`{d}/`' for d in dirs)} |" for part, dirs in PART_SCOPES.items()]
@@ -157,6 +175,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "alert-units": alert_units_block,
     "held-expression": held_expression_block,
     "build-outputs": build_outputs_block,
+    "rule-groups": rule_groups_block,
     "scenarios": scenarios_block,
 }
 

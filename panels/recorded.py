@@ -146,6 +146,17 @@ def _gauge_recording(role: Role, metric: str, reduce: str) -> Recording:
                      windows=_no_window, applies=lambda raw: raw.spec.has(role))
 
 
+def _model_bucket_rates(b: _Build, key: Key) -> str:
+    """A model's bucket rates: the sum of its units' recorded ones where the layer records them (the straggler
+    warning's), so each raw bucket is read once per evaluation; else from the raw buckets. Not for a ruler whose
+    recorded series come back an evaluation late (`RecordingLayer.fresh`, vmalert): there a recording read of a
+    recording would put the model's quantiles, and the pages over them, one interval behind."""
+    unit = Key("bucket_rates", key.role, key.window, level=Level.INSTANCE)
+    if unit in b.rec.layer and b.rec.layer.fresh:
+        return f"sum{promql.by((BUCKET_LABEL,) + b.rec.recorded_model)} ({b.rec.selector(b.rec.layer.get(unit))})"
+    return b.leaf(b.raw.bucket_rates(key.role, window=key.window))
+
+
 def _latency_baseline(b: _Build, key: Key) -> str:
     return promql.baseline(b.rec.latency(key.role), b.config.divergence)
 
@@ -164,6 +175,18 @@ SLO_WINDOWS = _windows_of(BURN_PAIRS)                   # 5m, 30m, 1h, 2h, 6h, 1
 _PAGE_WINDOWS = _windows_of((Alert.SLO_BURN_FAST,))      # 5m, 30m, 1h, 6h: counted at every evaluation
 SLO_BLOCK = min((p.long for p in BURN_PAIRS[Alert.SLO_BURN_FAST]), key=seconds)   # 1h
 FINE_UNTIL_S = seconds(_PAGE_WINDOWS[-1])                # 6h
+
+
+_TICKET_WINDOWS = tuple(w for w in _windows_of((Alert.SLO_BURN_SLOW,)) if w not in _PAGE_WINDOWS)   # 2h, 1d, 3d
+
+
+def can_wait(key: Key) -> bool:
+    """Whether a recorded series may be evaluated once a minute (the rule file's second group): only the SLO
+    ticket, the budget and the dashboards read it, so no page waits for it. The SLO counts over the ticket's
+    windows, their error ratios, and the budget consumed; not the per-step counts, which must be written at
+    every step (`slo_step`), nor anything a page reads."""
+    return key.signal == "slo_budget_consumed" or (
+        key.signal in ("slo_events", "slo_errors", "slo_error_ratio") and key.window in _TICKET_WINDOWS)
 
 
 def slo_step(config) -> str:
@@ -246,9 +269,14 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
               lambda b, k: promql.baseline(b.rec.throughput(), b.config.divergence)),
     Recording("requests", "llm_requests", "rate{window}", lambda b, k: b.leaf(b.raw.requests(window=k.window)),
               windows=_preemption_window, applies=lambda raw: raw.spec.has(Role.REQUESTS)),
+    # the straggler warning's inputs: each KV-cache unit's own token-latency buckets and output (below), recorded
+    # first: the model's buckets of that role are their sum
+    Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
+              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.unit_group, k.window)),
+              roles=lambda raw: (raw.token_latency_role,), level=Level.INSTANCE,
+              applies=_token_histogram),
     PerRole(lambda raw: raw.latency_roles, (
-        Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
-                  lambda b, k: b.leaf(b.raw.bucket_rates(k.role, window=k.window))),
+        Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}", _model_bucket_rates),
         Recording("quantile", "llm_{role}_seconds", "{quantile}_rate{window}",
                   lambda b, k: promql.quantile(k.quantile, b.rec.bucket_rates(k.role), b.raw.scale(k.role)),
                   quantiles=RECORDED_QUANTILES))),
@@ -286,20 +314,19 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
     Recording("preemption_rate", "llm_paused_requests", "max{window}",
               lambda b, k: b.leaf(b.raw.preemption_rate(window=k.window)), windows=_preemption_window,
               applies=_gauge),
+    # each unit's finished requests over the short window: with the preemptions above, what its chronic share is
+    # averaged from (`RecordedSignals.preemption_share`), so no rule reads raw counters over the chronic window
+    Recording("requests", "llm_requests", "rate{window}",
+              lambda b, k: b.leaf(b.raw.requests(b.raw.finished_group, k.window)),
+              windows=lambda config: (config.preemption.short_window,), level=Level.INSTANCE, applies=_counter),
     Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
               lambda b, k: b.leaf(b.raw.unit_preemption_share(k.window)),
-              windows=lambda config: (config.preemption.short_window, config.preemption.long_window,
-                                      config.preemption.chronic_window),
+              windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
               level=Level.INSTANCE, applies=_counter),
     Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
               lambda b, k: b.leaf(b.raw.preemption_share(b.raw.instance_group, k.window)),
               windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
               level=Level.INSTANCE, applies=_gauge),
-    # the straggler warning's inputs: each KV-cache unit's own token-latency buckets and output
-    Recording("bucket_rates", "llm_{role}_seconds_bucket", "rate{window}",
-              lambda b, k: b.leaf(b.raw.bucket_rates(k.role, b.raw.unit_group, k.window)),
-              roles=lambda raw: (raw.token_latency_role,), level=Level.INSTANCE,
-              applies=_token_histogram),
     Recording("throughput", "llm_output_tokens", "rate{window}",
               lambda b, k: b.leaf(b.raw.throughput(b.raw.unit_group, k.window)),
               level=Level.INSTANCE, applies=_token_histogram),
@@ -326,10 +353,13 @@ _NAME_OF_ROLE = {"input": "prompt", "output": "generated"}
 
 
 class RecordingLayer:
-    """The recorded series of one engine under one config, built from `RECORDINGS` in evaluation order."""
+    """The recorded series of one engine under one config, built from `RECORDINGS` in evaluation order. `fresh`:
+    whether the ruler's rules read what the rules before them recorded in the same evaluation (Prometheus does;
+    vmalert sees it an evaluation late: `llmdash.rules.targets.Ruler.fresh_recordings`). Names do not depend on
+    it, only which series an expression reads."""
 
-    def __init__(self, spec: EngineSpec, config):
-        self.spec, self.config = spec, config
+    def __init__(self, spec: EngineSpec, config, fresh: bool = True):
+        self.spec, self.config, self.fresh = spec, config, fresh
         model = tuple(config.fleet.group_by) + (MODEL_LABEL,)
         self.level_prefix = {Level.MODEL: "_".join(model),
                              Level.INSTANCE: "_".join(model + (config.fleet.instance_label,))}
@@ -376,9 +406,9 @@ class RecordingLayer:
         return key in self._series
 
 
-def recording_layer(spec: EngineSpec, config) -> RecordingLayer:
+def recording_layer(spec: EngineSpec, config, fresh: bool = True) -> RecordingLayer:
     """The engine's recorded series under the config (cheap: names and expression text only)."""
-    return RecordingLayer(spec, config)
+    return RecordingLayer(spec, config, fresh)
 
 
 INF_BUCKET = Matcher(BUCKET_LABEL, "=", "+Inf")   # the same text in every exporter and in Prometheus 3
@@ -462,11 +492,15 @@ class RecordedSignals(SignalsBase):
         return self.selector(self.series("preemption_rate", window=window, level=Level.INSTANCE))
 
     def preemption_share(self, group=None, window=None) -> str:
-        """Per instance: the recorded share. Per model: preemptions per finished request (the worst
-        instance's paused share on a paused-requests gauge)."""
+        """Per instance: the recorded share (over the chronic window, `_averaged_share`). Per model: preemptions per
+        finished request (the worst instance's paused share on a paused-requests gauge)."""
         window = window or self.config.preemption.short_window
+        per_unit = group is not None and self.config.fleet.instance_label in group
+        if per_unit and self.preemption_is_counter and Key("preemption_share", None, window, None,
+                                                             Level.INSTANCE) not in self.layer:
+            return self._averaged_share(window)
         share = self.series("preemption_share", window=window, level=Level.INSTANCE)
-        if group is not None and self.config.fleet.instance_label in group:
+        if per_unit:
             return self.selector(share)
         if self.preemption_is_counter:
             if group is None:
@@ -474,6 +508,19 @@ class RecordedSignals(SignalsBase):
                                   "sum", group)
             return promql.divide(self.preemption_rate(group), self.requests(group))
         return f"max{promql.by(self._group(group))} ({self.selector(share)})"
+
+    def _averaged_share(self, window: str) -> str:
+        """Per KV-cache unit, the share over a window no series records (the chronic one): its recorded
+        short-window preemption and finished-request rates, each averaged over `window` (one sample each per
+        evaluation), then `unit_share`. Both averages weight every evaluation alike, so the share stays weighted
+        by traffic; it covers the window and the short window before it, ramping in and out over the short one."""
+        short = self.config.preemption.short_window
+        preempted, finished = (f"avg_over_time({self.selector(self.series(signal, window=short, level=Level.INSTANCE))}"
+                               f"[{window}])" for signal in ("preemption_rate", "requests"))
+        return self.unit_share(preempted, finished, window)
+
+    def _labels(self, group: tuple[str, ...]) -> tuple[str, ...]:
+        return self._group(group)
 
     def bucket_rates(self, role: str, group=None, window=None) -> str:
         series = self.series("bucket_rates", role, window or self.config.divergence.window)

@@ -135,6 +135,33 @@ class SignalsBase:
         return self.sources(Role.PREEMPTIONS)[0].kind == "counter"
 
     @property
+    def finished_group(self) -> tuple[str, ...]:
+        """The labels a KV-cache unit's finished requests are counted by: the unit's where every request counter
+        carries its rank labels (vLLM's has `engine`), else the server's (SGLang's, counted by the tokenizer)."""
+        if not self.spec.ranks.unit or self.raw.carries_units(Role.REQUESTS):
+            return self.unit_group
+        return self.instance_group
+
+    def unit_share(self, preempted: str, finished: str, window: str) -> str:
+        """Per KV-cache unit: `preempted` (per unit) per `finished` request (per `finished_group`), both rates over
+        `window`, the finished requests clamped to at least `preemption.min_finished` over it, so a unit that keeps
+        preempting while nothing completes reads a large share (and stays paged) instead of none, and a handful of
+        finished requests cannot turn one preemption into a large share. Where requests are counted per server,
+        a rank's are the server's over its number of ranks (requests spread evenly)."""
+        floor = self.config.preemption.min_finished / seconds(window)
+        if self.finished_group == self.unit_group:
+            return f"({preempted}) / {promql.clamp_min(f'({finished}) or ({preempted}) * 0', floor)}"
+        server = ", ".join(self._labels(self.instance_group))
+        ranks = f"count by ({server}) ({preempted})"
+        finished = f"({finished}) / on ({server}) ({ranks})"
+        floored = promql.clamp_min(f"({finished}) or ({ranks}) * 0", floor)
+        return f"({preempted}) / on ({server}) group_left () {floored}"
+
+    def _labels(self, group: tuple[str, ...]) -> tuple[str, ...]:
+        """`group` as the series read carry it (raw series: as scraped)."""
+        return group
+
+    @property
     def has_retracted_sides(self) -> bool:
         return self.spec.has(Role.RETRACTED_INPUT_TOKENS) and self.spec.has(Role.RETRACTED_OUTPUT_TOKENS)
 
@@ -349,20 +376,10 @@ class Signals(SignalsBase):
         return all(set(self.spec.ranks.unit) <= set(s.metric.labels) for s in self.sources(role))
 
     def unit_preemption_share(self, window: str) -> str:
-        """Per KV-cache unit (instance and data-parallel rank): preemptions per finished request over `window`,
-        the finished requests clamped to at least `preemption.min_finished`, so a unit that keeps preempting
-        while nothing completes reads a large share (and stays paged) instead of none, and a handful of
-        finished requests cannot turn one preemption into a large share. Where the request counter is per
-        server, a rank's requests are the server's over its number of ranks (requests spread evenly)."""
-        floor = self.config.preemption.min_finished / seconds(window)
-        preempted = self.preemption_rate(self.unit_group, window)
-        if not self.spec.ranks.unit or self.carries_units(Role.REQUESTS):
-            finished = self.requests(self.unit_group, window)
-            return f"({preempted}) / {promql.clamp_min(f'({finished}) or ({preempted}) * 0', floor)}"
-        on = f"on ({', '.join(self.instance_group)})"
-        ranks = f"count by ({', '.join(self.instance_group)}) ({preempted})"
-        finished = f"({self.requests(self.instance_group, window)}) / {on} ({ranks})"
-        return f"({preempted}) / {on} group_left () {promql.clamp_min(f'({finished}) or ({ranks}) * 0', floor)}"
+        """Per KV-cache unit (instance and data-parallel rank): preemptions per finished request over `window`
+        (`unit_share`)."""
+        return self.unit_share(self.preemption_rate(self.unit_group, window),
+                               self.requests(self.finished_group, window), window)
 
     def preemptions_per_request(self, group=None) -> str:
         """Mean preemptions per finished request (the histogram's le="1" bucket mixes 0 and 1)."""

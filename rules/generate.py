@@ -21,7 +21,7 @@ import yaml
 from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec
 from llmdash.panels import promql
-from llmdash.panels.recorded import RecordedSignals, recording_layer
+from llmdash.panels.recorded import RecordedSignals, can_wait, recording_layer
 from llmdash.panels.signals import INFO, Signals, SignalsBase
 from llmdash.rules.identity import (INHIBITED, SIGNAL_LABEL, carries, latency_alert_role, missing_roles, rule_scope,
                                     runbook_url, severity)
@@ -34,6 +34,12 @@ MISSING_FOR = "15m"
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
 OUTSIDE_PAGE_STEP = "1m"  # how often a paged unit's short-window share is read outside its page (a rule interval)
+# The second group: what a minute's delay does not hurt, evaluated once a minute. Every rule in it reads only
+# series the first group writes (evaluated at least as often) or its own earlier rules; no rule of the first group
+# reads it. The divergence baselines stay in the first group: the divergence page reads them.
+SLOW_SUFFIX, SLOW_INTERVAL = "-slow", "1m"
+CAN_WAIT = (Alert.PREEMPTIONS_CHRONIC, Alert.SLO_BURN_SLOW)   # a capacity warning, a ticket
+SERVER_INTERVAL = "evaluation_interval of the server (docs/prometheus.yml ships 15s)"   # a group without `interval`
 
 
 def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
@@ -42,11 +48,14 @@ def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
 
 
 def build_rules(spec: EngineSpec, config) -> dict:
-    """The engine's rule file: one group, recording rules first, then the alerts composed from them."""
+    """The engine's rule file: recording rules first, then the alerts composed from them, in two groups by how
+    soon their answer is needed (`can_wait`): the pages and everything they read at the server's interval, and
+    what a minute's delay does not hurt once a minute (`SLOW_INTERVAL`)."""
+    layer = recording_layer(spec, config, RULERS[config.rules.target].fresh_recordings)
     rules: list[dict] = [{"record": series.name, "expr": series.expr,
-                          "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}}
-                         for series in recording_layer(spec, config).series]
-    sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window)
+                          "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}} for series in layer.series]
+    waits = {series.name for series in layer.series if can_wait(series.key)}
+    sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window, layer)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), preemptions_chronic(sig, config),
                                   divergence(sig, config), latency_high(sig, config, Alert.TTFT_HIGH),
@@ -58,21 +67,29 @@ def build_rules(spec: EngineSpec, config) -> dict:
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    return for_target({"groups": [rule_group(f"{UID_PREFIX}{spec.id}", config, rules)]}, config.rules.target)
+    slow = [rule for rule in rules if rule.get("record") in waits or rule.get("alert") in CAN_WAIT]
+    groups = [rule_group(f"{UID_PREFIX}{spec.id}", config, [rule for rule in rules if rule not in slow])]
+    if slow:
+        groups.append(rule_group(f"{UID_PREFIX}{spec.id}{SLOW_SUFFIX}", config, slow, SLOW_INTERVAL))
+    return for_target({"groups": groups}, config.rules.target)
 
 
-def rule_group(name: str, config, rules: list[dict]) -> dict:
+def rule_group(name: str, config, rules: list[dict], at_least: str | None = None) -> dict:
     """One rule group; its `interval` only where the config sets one, else the server's evaluation_interval;
     pinned where SLO objectives exist, since their counts add what the counters gained since the evaluation
-    one interval ago (`llmdash.panels.recorded.slo_step`)."""
+    one interval ago (`llmdash.panels.recorded.slo_step`). `at_least`: the group's interval is never shorter
+    (the slow group: once a minute, or as often as the others where they are pinned to longer)."""
     pinned = config.rules.interval or (config.rules.evaluation_interval if config.slo.objectives else None)
+    if at_least is not None:
+        pinned = max(at_least, pinned or at_least, key=seconds)
     interval = {"interval": pinned} if pinned else {}
     return {"name": name, **interval, "rules": rules}
 
 
 def split_rules(models: dict[str, dict]) -> tuple[dict, dict]:
     """Engine -> rule file model, as two rule files: (every alert, every recording rule), one group per
-    engine in each, named `<group>-alerts` and `<group>-records` so both files load into one Prometheus."""
+    engine and group of its file in each (its interval kept), named `<group>-alerts` and `<group>-records` so
+    both files load into one Prometheus."""
     alerts, records = [], []
     for model in models.values():
         for group in model["groups"]:
@@ -84,7 +101,10 @@ def split_rules(models: dict[str, dict]) -> tuple[dict, dict]:
 
 
 def render_rules(model: dict) -> str:
-    return "# Generated by llmdash from engines/*.yaml and llmdash.yaml; do not edit.\n" + \
+    """The rule file's text, headed by how often each group is evaluated."""
+    pinned = "; ".join(f"{group['name']} every {group['interval']}" for group in model["groups"] if "interval" in group)
+    every = f"# Groups are evaluated every {SERVER_INTERVAL}{', except ' + pinned if pinned else ''}.\n"
+    return "# Generated by llmdash from engines/*.yaml and llmdash.yaml; do not edit.\n" + every + \
         yaml.dump(model, Dumper=SAFE_DUMPER, sort_keys=False, width=10_000, allow_unicode=True)
 
 

@@ -130,7 +130,9 @@ def first_firings(spec: EngineSpec, config: Config, series: dict[str, dict], dur
     checks = [{"expr": f'label_replace({fn}_over_time(timestamp(ALERTS{{alertname="{alert}", alertstate="firing"}})'
                        f'[{end}:{config.rules.evaluation_interval}]), "bench_when", "{fn}", "", "")',
                "eval_time": end, "exp_samples": []} for alert in alerts for fn in ("min", "max")]
+    order = [group["name"] for path in rule_files for group in yaml.safe_load(Path(path).read_text())["groups"]]
     test = {"rule_files": rule_files, "evaluation_interval": config.rules.evaluation_interval,
+            "group_eval_order": order,
             "tests": [{"interval": f"{STEP_S}s", "input_series": inputs, "promql_expr_test": checks}]}
     test_path = workdir / f"{spec.id}.test.yaml"
     test_path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))

@@ -201,10 +201,16 @@ class SizeCost:
     replicas: int
     series_scraped: int
     groups: list[GroupCost]
-    cpu_s_per_evaluation: float   # per evaluation: Prometheus' CPU with the rules less its CPU without them
+    cpu_s_per_evaluation: float   # per interval, every group on schedule (`scheduled_cpu`)
     interval_s: float
+    cpu_s_per_interval: float     # per interval as measured: Prometheus' CPU with the rules less its CPU without them
     doctor_s: float = float("nan")      # `llmdash doctor --prometheus` against this fleet, wall clock
     doctor_exit: int = 0
+
+    @property
+    def samples_per_interval(self) -> float:
+        """Samples the groups read per `interval_s`, each group's per evaluation times its evaluations in it."""
+        return sum(g.samples * self.interval_s / g.interval_s for g in self.groups)
 
     @property
     def cpu_share(self) -> float:
@@ -232,6 +238,53 @@ def _series_written(server: PrometheusServer, group: dict, at: float) -> int:
         found = server.query(f"count({selector})", at)
         total += int(float(found[0]["value"][1])) if found else 0
     return total
+
+
+def ranged_recordings(model: dict) -> list[dict]:
+    """The recording rules whose series some rule reads over a range (in a `…_over_time` call: the chronic share's
+    means, the healed-page subquery, the baselines), each as its rule, where its own expression reads raw series
+    only: what a fleet's Prometheus has the history of, and a freshly loaded rule file does not."""
+    records = [rule for group in model["groups"] for rule in group["rules"] if "record" in rule]
+    names = {rule["record"] for rule in records}
+    over = [rule["expr"] for group in model["groups"] for rule in group["rules"] if "_over_time(" in rule["expr"]]
+    return [rule for rule in records if any(_reads(rule["record"], expr) for expr in over)
+            and not any(_reads(name, rule["expr"]) for name in names)]
+
+
+def _reads(name: str, expr: str) -> bool:
+    return re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr) is not None
+
+
+def backfill_recorded(server: PrometheusServer, model: dict, start: float, interval_s: float) -> bool:
+    """Write the history of `ranged_recordings` from `start` until now (`promtool tsdb create-blocks-from rules`,
+    evaluated against the server at the rule interval), so a mean over 30 minutes of a recorded rate reads
+    30 minutes of it, as in a fleet that has run the rules; True when blocks were written (load them: restart)."""
+    rules = ranged_recordings(model)
+    if not rules:
+        return False
+    path = server.dir / "ranged.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "backfill", "rules": rules}]}, sort_keys=False,
+                                   width=10_000))
+    run = subprocess.run([server.promtool, "tsdb", "create-blocks-from", "rules", f"--start={start:.0f}",
+                          f"--end={time.time():.0f}", f"--url={server.url}", f"--eval-interval={interval_s:g}s",
+                          f"--output-dir={server.data}", "--quiet", str(path)], capture_output=True, text=True,
+                         timeout=1800)
+    if run.returncode != 0:
+        raise RuntimeError(f"promtool could not backfill the recorded series: {(run.stderr or run.stdout)[-500:]}")
+    return True
+
+
+def _merged(server: PrometheusServer, timeout_s: float = 600) -> None:
+    """Wait for the compaction that merges the recorded series' blocks with the raw ones they overlap (the TSDB's
+    first compaction tick, a minute after start), so its CPU is not counted as the rules'."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        page = server.session.get(f"{server.url}/metrics", timeout=30).text
+        found = re.search(r"^prometheus_tsdb_vertical_compactions_total (\S+)$", page, re.M)
+        if found and float(found.group(1)) > 0:
+            return
+        time.sleep(2)
+    raise RuntimeError("the backfilled blocks were not compacted in time")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -270,6 +323,9 @@ def measure_size(engine: str, replicas: int, rule_file: Path, interval_s: float,
         server.restart()                # the blocks are loaded at start; what was scraped meanwhile is in the WAL
         progress(f"{engine}: {replicas} replicas ({len(series):,} series), {samples:,} samples of the series the "
                  f"rules read backfilled in {time.monotonic() - began:.0f} s")
+        if backfill_recorded(server, model, zero - LEAD_S, interval_s):
+            server.restart()
+            _merged(server)
         time.sleep(2 * scrape_s)                                      # scrapes after the restart
         idle = _cpu_rate(server.proc.pid, 2 * max(interval_s, scrape_s))
         server.config["rule_files"] = [str(rule_file.resolve())]
@@ -277,7 +333,10 @@ def measure_size(engine: str, replicas: int, rule_file: Path, interval_s: float,
         server.session.post(f"{server.url}/-/reload", timeout=30).raise_for_status()
         seen: dict[str, list[tuple[str, float]]] = {}   # group -> [(lastEvaluation, eval s)]
         cpu_began = None
-        deadline = time.monotonic() + (evaluations + 2) * interval_s * 6 + 120
+        every = {group["name"]: seconds(group.get("interval", f"{interval_s:g}s")) for group in model["groups"]}
+        # each group evaluated `evaluations` times over the shortest interval in the window (once at least)
+        wanted = {name: max(1, round(evaluations * interval_s / s_)) for name, s_ in every.items()}
+        deadline = time.monotonic() + (evaluations + 2) * max(every.values()) * 6 + 120
         while time.monotonic() < deadline:
             for group in server.rules():
                 stamp = group.get("lastEvaluation", "")
@@ -286,28 +345,45 @@ def measure_size(engine: str, replicas: int, rule_file: Path, interval_s: float,
                 seen.setdefault(group["name"], []).append((stamp, float(group["evaluationTime"])))
             if cpu_began is None and seen:                     # CPU from the first evaluation on, not the reload
                 cpu_began, cpu_used = time.monotonic(), _cpu_seconds(server.proc.pid)
-                cpu_seen = max(map(len, seen.values()))
-            if len(seen) == len(model["groups"]) and all(len(s) > evaluations for s in seen.values()):
+                before = {name: len(s) for name, s in seen.items()}
+            if len(seen) == len(every) and all(len(s) > 1 and len(s) - before.get(name, 0) >= wanted[name]
+                                               for name, s in seen.items()):
                 break
             time.sleep(min(1.0, interval_s / 5))
         else:
-            raise RuntimeError(f"{replicas} replicas: fewer than {evaluations + 1} evaluations of every group "
-                               "before the deadline")
+            raise RuntimeError(f"{replicas} replicas: too few evaluations of every group before the deadline")
         # per evaluation, not per interval: a group slower than its interval skips evaluations
-        spent = _cpu_seconds(server.proc.pid) - cpu_used - idle * (time.monotonic() - cpu_began)
-        evaluated = max(1, max(len(s) for s in seen.values()) - cpu_seen)
+        window = time.monotonic() - cpu_began
+        spent = _cpu_seconds(server.proc.pid) - cpu_used - idle * window
+        within = {name: s[before.get(name, 0):] for name, s in seen.items()}
         now = time.time()
         out = []
         for group in model["groups"]:
             measured = seen[group["name"]][1:]
-            out.append(GroupCost(replicas, group["name"], seconds(group.get("interval", f"{interval_s:g}s")),
+            out.append(GroupCost(replicas, group["name"], every[group["name"]],
                                  statistics.median(m[1] for m in measured), _samples_read(server, group, now),
                                  _series_written(server, group, now), len(measured)))
-        return SizeCost(replicas, len(series), out, spent / evaluated, interval_s,
+        per_evaluation = scheduled_cpu(spent, {name: [e for _, e in s] for name, s in within.items()}, every,
+                                       interval_s)
+        return SizeCost(replicas, len(series), out, per_evaluation, interval_s, spent / window * interval_s,
                         *_doctor_seconds(server))
     finally:
         server.stop()
         exporter.close()
+
+
+def scheduled_cpu(spent_s: float, evaluations: dict[str, list[float]], every: dict[str, float],
+                  interval_s: float) -> float:
+    """The rule CPU of one `interval_s` with every group evaluated on schedule: `spent_s` (CPU over the window)
+    shared among the groups by their evaluation time in it (`evaluations`: group -> each evaluation's seconds),
+    each group's share over its evaluations in the window, times its evaluations per `interval_s` (`every`: group ->
+    its interval). A group slower than its interval skips evaluations, so the CPU per interval measured would
+    under-count what it needs; this does not."""
+    busy = sum(sum(times) for times in evaluations.values())
+    if not busy:
+        return float("nan")
+    return sum(spent_s * sum(times) / busy / len(times) * interval_s / every[name]
+               for name, times in evaluations.items() if times)
 
 
 def _doctor_seconds(server: PrometheusServer) -> tuple[float, int]:
@@ -333,7 +409,8 @@ def growth_exponent(points: list[tuple[float, float]]) -> float:
 def table(engine: str, sizes: list[SizeCost]) -> str:
     """Markdown: one row per size and group, the fleet's totals, then the fitted growth of each column."""
     lines = [f"### {engine}", "",
-             "| replicas | group | interval | eval s (median) | share of interval | samples read | series added "
+             "| replicas | group | interval | eval s (median) | share of interval | samples read (all: per interval) "
+             "| series added "
              "| added per replica |", "|---|---|---|---|---|---|---|---|"]
     for size in sizes:
         for g in size.groups:
@@ -342,16 +419,17 @@ def table(engine: str, sizes: list[SizeCost]) -> str:
         total_eval = sum(g.eval_s / g.interval_s for g in size.groups) * size.interval_s
         lines.append(f"| {size.replicas} | **all** ({size.series_scraped:,} series scraped) | {size.interval_s:g} s "
                      f"| {total_eval:.3f} | {total_eval / size.interval_s:.1%} | "
-                     f"{sum(g.samples for g in size.groups):,} | {sum(g.series for g in size.groups):,} | "
+                     f"{size.samples_per_interval:,.0f} | {sum(g.series for g in size.groups):,} | "
                      f"{sum(g.series for g in size.groups) / size.replicas:.1f} |")
-    lines += ["", "| replicas | rule CPU per evaluation | share of interval | `llmdash doctor --prometheus` |",
-              "|---|---|---|---|"]
-    lines += [f"| {s.replicas} | {s.cpu_s_per_evaluation:.3f} s | {s.cpu_share:.1%} | {s.doctor_s:.1f} s "
-              f"(exit {s.doctor_exit}) |" for s in sizes]
+    lines += ["", "| replicas | rule CPU per evaluation (every group on schedule) | share of interval | "
+              "rule CPU per interval (measured) | share of interval | `llmdash doctor --prometheus` |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {s.replicas} | {s.cpu_s_per_evaluation:.3f} s | {s.cpu_share:.1%} | {s.cpu_s_per_interval:.3f} s | "
+              f"{s.cpu_s_per_interval / s.interval_s:.1%} | {s.doctor_s:.1f} s (exit {s.doctor_exit}) |" for s in sizes]
     fits = {
         "evaluation time": [(s.replicas, sum(g.eval_s for g in s.groups)) for s in sizes],
         "CPU": [(s.replicas, s.cpu_s_per_evaluation) for s in sizes],
-        "samples read": [(s.replicas, sum(g.samples for g in s.groups)) for s in sizes],
+        "samples read": [(s.replicas, s.samples_per_interval) for s in sizes],
         "series added": [(s.replicas, sum(g.series for g in s.groups)) for s in sizes],
     }
     lines += ["", "Fitted growth (cost ∝ replicas^b): " + "; ".join(
@@ -370,7 +448,12 @@ def preamble(interval_s: float, sizes: tuple[int, ...], evaluations: int, elapse
             f"{evaluations} evaluations after the first (`/api/v1/rules` evaluationTime: wall clock, on a shared "
             "machine); samples read = each rule replayed as an instant query with stats=all "
             "(totalQueryableSamples); series added = the series the group's rules write (recorded series, ALERTS). "
-            "Rule CPU = Prometheus' CPU (/proc/PID/stat) per interval over those evaluations less its CPU over two "
-            "intervals before the rules were loaded (scrapes only). The doctor is this checkout's, in a fresh "
+            "Rule CPU = Prometheus' CPU (/proc/PID/stat) over those evaluations less its CPU over two intervals "
+            "before the rules were loaded (scrapes only): per interval as measured, and per evaluation with every "
+            "group on schedule (the CPU shared among the groups by their evaluation time, over each group's "
+            "evaluations, times its evaluations per interval), which a group that skips evaluations does not "
+            "under-count. The recorded series some rule reads over a range (the chronic share's means of the "
+            "short-window rates) are backfilled too (`promtool tsdb create-blocks-from rules`). The doctor is this "
+            "checkout's, in a fresh "
             "interpreter, with the default config, against the same Prometheus (exit 1: some panel is empty on "
             "the synthetic series, which do not carry every engine's labels)." + took)

@@ -63,10 +63,12 @@ def measure(server: PrometheusServer, rules: list[dict], at: float) -> list[tupl
 def main() -> None:
     spec = load_engine("vllm")
     model = build_rules(spec, CONFIG)
-    group = model["groups"][0]
-    slo_rules = [r for r in group["rules"] if "slo" in r.get("labels", {})]
-    records = {"groups": [{**group, "rules": [r for r in group["rules"] if "record" in r]}]}
-    per_minute = 60 / seconds(group["interval"])
+    groups = model["groups"]
+    every_rule = [r for g in groups for r in g["rules"]]
+    slo_rules = [r for r in every_rule if "slo" in r.get("labels", {})]
+    records = {"groups": [{**g, "rules": [r for r in g["rules"] if "record" in r]} for g in groups]}
+    # with objectives and no rules.interval, both groups are pinned to the same minute
+    per_minute = 60 / seconds(groups[0]["interval"])
     print(f"{len(slo_rules)} SLO rules for {len(OBJECTIVES)} objectives on vLLM, 2 models; {HOURS} h of data")
     for replicas in REPLICAS:
         end = (time.time() // 3600) * 3600 - 3600
@@ -82,11 +84,11 @@ def main() -> None:
             raw = sum(n for (name, n), r in zip(costs, slo_rules) if _reads_raw(r["expr"]))
             derived = sum(n for (name, n), r in zip(costs, slo_rules) if not _reads_raw(r["expr"]))
             steady = sum(full_window_samples(r["expr"]) for r in slo_rules) * 2   # 2 models
-            others = sum(n for _, n in measure(server, [r for r in group["rules"] if r not in slo_rules], end))
+            others = sum(n for _, n in measure(server, [r for r in every_rule if r not in slo_rules], end))
             print(f"{replicas:>4} replicas/model: SLO rules read {raw * per_minute:,.0f} raw + "
                   f"{derived * per_minute:,.0f} recorded samples/min now "
                   f"(recorded, full windows: {steady * per_minute:,.0f}/min); "
-                  f"the other {len(group['rules']) - len(slo_rules)} rules: {others * per_minute:,.0f}/min")
+                  f"the other {len(every_rule) - len(slo_rules)} rules: {others * per_minute:,.0f}/min")
             sys.stdout.flush()
         finally:
             server.stop()

@@ -5,6 +5,7 @@ pipeline copies,
 stalls where nothing completes, a rolling upgrade between bucket layouts, a chronic low rate, isolated
 bursts at every scrape phase, a straggler and a scrape gap."""
 
+import dataclasses
 import subprocess
 
 import pytest
@@ -13,11 +14,11 @@ import yaml
 from llmdash.config import Config
 from llmdash.engines.catalog import load_all
 from llmdash.panels.recorded import Key, recording_layer
-from llmdash.rules.generate import render_rules
+from llmdash.rules.generate import build_rules, render_rules
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
 from tests.support import scrapes as s
 from tests.support.builds import default_rules
-from tests.support.promtool import firing_alerts as alerts
+from tests.support.promtool import firing_alerts as alerts, in_file_order, run_rule_tests
 
 SPECS = load_all()
 ONSET_S = 20 * 60
@@ -26,7 +27,8 @@ ONSET_S = 20 * 60
 def run(promtool, tmp_path, engine: str, series: list[s.Series], checks: list[dict]) -> None:
     rules = tmp_path / f"{engine}.rules.yaml"
     rules.write_text(render_rules(default_rules()[engine]))
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
+    test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "group_eval_order": in_file_order([rules]),
+            "tests": [{
         "interval": f"{s.RESOLUTION_S}s", "input_series": [x.render() for x in series], "promql_expr_test": checks}]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
@@ -163,6 +165,45 @@ def test_rolling_upgrade_itl_p99_stays_within_a_factor_of_1_5_or_reads_the_top_c
          "exp_samples": [{"labels": '{llm_engine="vllm", model_name="m1"}', "value": 1}]},
         {"expr": f'{p99}{{model_name="m2"}}', "eval_time": "20m",
          "exp_samples": [{"labels": f'{p99}{{llm_engine="vllm", model_name="m2"}}', "value": 2.5}]}])
+
+
+def test_a_models_itl_buckets_summed_from_its_units_equal_those_read_from_raw_buckets(promtool, tmp_path):
+    """The model's ITL bucket rates are the sum of its units' recorded ones; on the same series they must equal the
+    model-level sum of the raw buckets (what the vmalert build still records), bucket for bucket: a 0.7 replica
+    exporting the per-step ITL as time_per_output_token only (old layout, no `engine`) beside a 0.11 one with two
+    data-parallel engine cores exporting both inter_token_latency and time_per_output_token (new layouts)."""
+    minutes = 30
+    metrics = SPECS["vllm"].metrics
+    old = [repr(float(b)) for b in metrics["vllm:time_per_output_token_seconds"].buckets_before[0][1]] + ["+Inf"]
+    itl = [repr(float(b)) for b in metrics["vllm:inter_token_latency_seconds"].buckets] + ["+Inf"]
+    tpot = [repr(float(b)) for b in metrics["vllm:time_per_output_token_seconds"].buckets] + ["+Inf"]
+    slow = s.two_speed(50.0, 0.03, 0.9, lambda t: 0.02)
+    series = s.histogram("vllm:time_per_output_token_seconds", {"model_name": "m1", "instance": "old"}, minutes,
+                         old, slow, phase=5)
+    for rank, phase in (("0", 10), ("1", 12)):
+        labels = {"model_name": "m1", "instance": "new", "engine": rank}
+        series += s.histogram("vllm:inter_token_latency_seconds", labels, minutes, itl, slow, phase=phase)
+        series += s.histogram("vllm:time_per_output_token_seconds", labels, minutes, tpot,
+                              s.two_speed(5.0, 0.04, 0.2, lambda t: 0.05), phase=phase)
+    name = "cluster_namespace_model_name:llm_itl_seconds_bucket:rate5m"
+    vmalert = dataclasses.replace(Config(), rules=dataclasses.replace(Config().rules, target="vmalert"))
+    raw = next(r["expr"] for r in build_rules(SPECS["vllm"], vmalert)["groups"][0]["rules"] if r.get("record") == name)
+    reference = tmp_path / "reference.rules.yaml"
+    reference.write_text(yaml.safe_dump({"groups": [{"name": "reference", "rules": [
+        {"record": "reference_itl_bucket_rate", "expr": raw}]}]}, width=10_000))
+    ours = tmp_path / "vllm.rules.yaml"
+    ours.write_text(render_rules(default_rules()["vllm"]))
+    summed = next(r["expr"] for g in default_rules()["vllm"]["groups"] for r in g["rules"] if r.get("record") == name)
+    assert "_bucket" not in summed.replace(name.replace("_model_name:", "_model_name_instance:"), "")
+    run_rule_tests(promtool, tmp_path, [ours, reference], [x.render() for x in series], [
+        {"expr": f"count({name})", "eval_time": f"{t}m", "exp_samples": [{"labels": "{}", "value": 14}]}
+        for t in (10, 20)] + [
+        {"expr": "count(reference_itl_bucket_rate)", "eval_time": f"{t}m",
+         "exp_samples": [{"labels": "{}", "value": 14}]} for t in (10, 20)] + [
+        {"expr": f"count(abs({name} - ignoring (llm_engine) reference_itl_bucket_rate) >= 0)", "eval_time": "20m",
+         "exp_samples": [{"labels": "{}", "value": 14}]}] + [        # every bucket matched its reference
+        {"expr": f"abs({name} - ignoring (llm_engine) reference_itl_bucket_rate) > 1e-12", "eval_time": f"{t}m",
+         "exp_samples": []} for t in (10, 15, 20, 25)], interval=f"{s.RESOLUTION_S}s")
 
 
 # ---- chronic vs burst ----------------------------------------------------------------------------

@@ -205,7 +205,7 @@ def test_a_replica_that_stops_exporting_its_preemption_counter_is_reported(promt
 
 def test_alert_labels_are_the_aggregation_labels_only(default_rules):
     for engine, model in default_rules.items():
-        for rule in model["groups"][0]["rules"]:
+        for rule in (rule for group in model["groups"] for rule in group["rules"]):
             assert "engine" not in rule["labels"] and rule["labels"]["llm_engine"] == engine
             # no selector but the catalog's own defaults (NIM's job="nim")
             expr = rule["expr"]
@@ -216,7 +216,7 @@ def test_alert_labels_are_the_aggregation_labels_only(default_rules):
 
 def test_without_a_template_no_rule_carries_a_relative_runbook_url_but_names_the_file(default_rules):
     for model in default_rules.values():
-        for rule in model["groups"][0]["rules"]:
+        for rule in (rule for group in model["groups"] for rule in group["rules"]):
             if "alert" in rule:
                 assert set(rule["labels"]) <= {"llm_engine", "severity", "signal"}
                 assert "recompute_side" not in rule["expr"]

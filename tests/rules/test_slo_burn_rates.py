@@ -112,7 +112,8 @@ def test_burn_rates_page_and_ticket_where_the_workbook_says(tmp_path, stack):
 def thresholds(objective: float) -> list[float]:
     """Every error-ratio threshold in the generated burn-rate alerts, in file order."""
     config = replace(CONFIG, slo=Slo(objectives=(replace(OBJECTIVE, objective=objective),)))
-    exprs = [rule["expr"] for rule in build_rules(SPEC, config)["groups"][0]["rules"] if rule.get("alert") in PAIRS]
+    exprs = [rule["expr"] for group in build_rules(SPEC, config)["groups"] for rule in group["rules"]
+             if rule.get("alert") in PAIRS]
     return [float(x) for e in exprs for x in re.findall(r"ratio_rate\w+\{[^}]*\} >= ([0-9.e-]+)", e)]
 
 
