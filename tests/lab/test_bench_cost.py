@@ -51,7 +51,7 @@ def test_one_load_is_measured_on_a_real_prometheus(tmp_path):
     assert small["vllm"].scale == pytest.approx(1000 / 2 * (3 * 3600 / 900))
     assert rule_costs[2] > 0 and rule_costs[4] > rule_costs[2]
     text = bench_cost.table(rows, rule_costs, fleets)
-    assert "| 2 | vllm | raw |" in text and "samples/min" in text
+    assert "| 2 | 0.25 h | vllm | raw |" in text and "samples/min" in text          # 900 s of range
     assert "| 2 | sglang |" not in text                                 # reads nothing on a vLLM fleet
 
 
