@@ -19,20 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.docmarks import revision, write_between
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- test-budget:begin (make time-tests WRITE=1) -->", "<!-- test-budget:end -->"
 # make test-stack has no budget of its own (.ci/run runs it after make test); it is timed beside them
 BUDGETS_S: dict[str, float | None] = {"test-unit": 60, "test": 8 * 60, "test-stack": None}
 SUMMARY = re.compile(r"^=*\s*(\d+ passed.*?) in [\d.]+s", re.M)
-
-
-def revision() -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.strip()
-    return commit + ("+changes" if dirty else "")
 
 
 def run(target: str) -> tuple[float, int, str, tuple[float, float]]:
@@ -63,19 +57,11 @@ def table(rows: list[tuple[str, float, int, str, tuple[float, float]]], commit: 
     return "\n".join(lines) + "\n"
 
 
-def write(doc: Path, text: str) -> None:
-    page = doc.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(page):
-        raise SystemExit(f"{doc} has no {BEGIN} ... {END} markers")
-    doc.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", page))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write the table into {DOC.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    commit = revision()
+    commit = revision(ROOT)
     rows = []
     for target in BUDGETS_S:
         rows.append((target, *run(target)))
@@ -83,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     report = table(rows, commit)
     print(report, end="")
     if args.write:
-        write(DOC, report)
+        write_between(DOC, BEGIN, END, report)
     over = [r for r in rows if r[2] != 0 or (BUDGETS_S[r[0]] or float("inf")) < r[1]]
     return 1 if over else 0
 

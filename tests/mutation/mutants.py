@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.docmarks import revision, write_between
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "testing.md"
@@ -360,15 +361,6 @@ def run(tree: Path, mutant: Mutant) -> tuple[str, list[str]]:
 SURVIVORS: dict[str, str] = {}
 
 
-def revision() -> str:
-    """The commit the copy was taken from, `+changes` where the working tree differed from it."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return commit + ("+changes" if dirty else "")
-
-
 def table(results: list[tuple[Mutant, str, list[str]]], seconds: float, commit: str) -> str:
     killed = sum(status == "killed" for _, status, _ in results)
     lines = [f"Score: **{killed}/{len(results)} killed** (`make mutate`, commit {commit}, "
@@ -380,14 +372,6 @@ def table(results: list[tuple[Mutant, str, list[str]]], seconds: float, commit: 
         lines.append(f"| {mutant.name}{' (issue 27)' if mutant.issue else ''} | `{mutant.file}` | {status} | "
                      f"{why.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
-
-
-def write(doc: Path, text: str) -> None:
-    page = doc.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(page):
-        raise SystemExit(f"{doc} has no {BEGIN} ... {END} markers")
-    doc.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", page))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="llmdash-mutants-") as tmp:
         tree = Path(tmp) / "tree"
-        commit = revision()
+        commit = revision(ROOT)
         copy_tree(tree)
         check_imports_the_copy(tree)
         for number, mutant in enumerate(chosen, 1):
@@ -414,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     report = table(results, elapsed, commit)
     print("\n" + report)
     if args.write:
-        write(DOC, report)
+        write_between(DOC, BEGIN, END, report)
     errors = [m.name for m, status, _ in results if status == "error"]
     unkilled = [m.name for m, status, _ in results if status == "survived" and (m.issue or m.name not in SURVIVORS)]
     if errors:
