@@ -184,7 +184,7 @@ def lint(d: dict) -> list[str]:
 # ---- PromQL ------------------------------------------------------------------------------------
 
 # A dashboard filter (`label=~"$var"`) costs promql-parser a regular-expression compile, and the latency queries
-# that read mixed bucket layouts carry hundreds of them (a build's parses took 1.2 s, 90 % of it those compiles).
+# that read mixed bucket layouts carry hundreds of them (a build parsed for 1.2 s with them, 0.18 s without).
 # The lint judges series names and where each is read, never a matcher's value: it parses a filter as an equality.
 VARIABLE_FILTER = re.compile(r'=~"\$(\w+)"')
 
