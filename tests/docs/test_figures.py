@@ -355,3 +355,15 @@ def test_the_scenario_descriptions_state_what_the_scenarios_build():
     growth = f"{traffic.prompt_tokens} -> {traffic.growth_prompt_tokens} tokens"
     assert growth in scenarios.SCENARIOS["prompt-growth"][0]
     assert f"{traffic.long_collapse_min:g} minutes" in scenarios.SCENARIOS["long-collapse"][0]
+
+
+def test_the_long_range_paragraph_states_the_built_panels_step_figures(default_build):
+    """docs/dashboards.md's Max data points, the range up to which the Min interval sets the step, and that
+    interval, as the built vLLM dashboard's query panels carry them."""
+    panels = [p for p in default_build["vllm"]["panels"] if p.get("targets")]
+    (points,) = {p["maxDataPoints"] for p in panels}
+    (interval,) = {p["interval"] for p in panels}
+    page = " ".join((DOCS / "dashboards.md").read_text().split())
+    assert f"Max data points is one window per point over a day ({points} for 5 minutes)" in page
+    assert f"up to {points * durations.seconds(interval) / 3600:g} h Grafana steps at the panels' " \
+           f"{durations.seconds(interval) / 60:g}-minute Min interval" in page

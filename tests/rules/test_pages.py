@@ -6,7 +6,6 @@ stalls where nothing completes, a rolling upgrade between bucket layouts, a chro
 bursts at every scrape phase, a straggler and a scrape gap."""
 
 import dataclasses
-import subprocess
 
 import pytest
 import yaml
@@ -18,7 +17,8 @@ from llmdash.rules.generate import build_rules, render_rules
 from llmdash.vocabulary import HEADLINE_QUANTILE, Alert, Role
 from tests.support import scrapes as s
 from tests.support.builds import default_rules
-from tests.support.promtool import firing_alerts as alerts, in_file_order, run_rule_tests
+from tests.support.promtool import firing_alerts as alerts
+from tests.support.promtool import run_rule_tests
 
 SPECS = load_all()
 ONSET_S = 20 * 60
@@ -27,13 +27,8 @@ ONSET_S = 20 * 60
 def run(promtool, tmp_path, engine: str, series: list[s.Series], checks: list[dict]) -> None:
     rules = tmp_path / f"{engine}.rules.yaml"
     rules.write_text(render_rules(default_rules()[engine]))
-    test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "group_eval_order": in_file_order([rules]),
-            "tests": [{
-        "interval": f"{s.RESOLUTION_S}s", "input_series": [x.render() for x in series], "promql_expr_test": checks}]}
-    path = tmp_path / "test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False))
-    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    run_rule_tests(promtool, tmp_path, rules, [x.render() for x in series], checks, timeout=240,
+                   interval=f"{s.RESOLUTION_S}s")
 
 
 def never(name: str, minutes: float, **matchers) -> dict:
