@@ -51,7 +51,8 @@ check: install
 lint: install
 	$(BIN)/ruff check .
 
-# Two workers, one test file each at a time: the 2-core machine runs the suite in about 5 minutes.
+# Two workers, one test file each at a time (files sharing an expensive session fixture in one worker:
+# tests/conftest.py SAME_WORKER); how long it takes on the 2-core machine: docs/testing.md#time-budgets.
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
 
 test: deps check lint

@@ -142,3 +142,34 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.unit)
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: files keep their own order
+    _check_same_worker(items)
+
+
+# Files that read one expensive session fixture (built once per worker) run in the same worker, so a run builds it
+# once: file -> the file whose worker runs it. `make test` schedules by file (--dist loadfile), with this map.
+SAME_WORKER = {"tests/e2e/test_demo_figures.py": "tests/e2e/test_e2e.py"}   # both read prometheus_scenarios
+SHARED_SESSION_FIXTURES = ("prometheus_scenarios",)
+
+
+def _check_same_worker(items) -> None:
+    """Fail the collection when files sharing one of SHARED_SESSION_FIXTURES would run in different workers."""
+    for name in SHARED_SESSION_FIXTURES:
+        files = {item.path.relative_to(ROOT).as_posix() for item in items if name in getattr(item, "fixturenames", ())}
+        if len({SAME_WORKER.get(f, f) for f in files}) > 1:
+            raise pytest.UsageError(f"{', '.join(sorted(files))} all use {name}: map them to one file in SAME_WORKER "
+                                    "(tests/conftest.py), or each worker builds it")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's file scheduling, with the files of SAME_WORKER sent to one worker."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SameWorkerFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return SameWorkerFileScheduling(config, log)

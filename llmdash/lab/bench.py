@@ -87,10 +87,12 @@ def naive_rules(spec: EngineSpec, config: Config) -> dict:
     return {"groups": [rule_group(f"naive-{spec.id}", config, rules)]}
 
 
-def simulated_series(scenario: scenarios.Scenario, specs: dict[str, EngineSpec], seed: int) -> dict[str, dict]:
-    """Engine -> {series selector: {scrape index: value}} from the simulator's OpenMetrics output."""
+def simulated_series(scenario: scenarios.Scenario, specs: dict[str, EngineSpec], seed: int,
+                     onsets: dict[str, float | None] | None = None) -> dict[str, dict]:
+    """Engine -> {series selector: {scrape index: value}} from the simulator's OpenMetrics output (`onsets`: as
+    `scenarios.timed_scrapes`')."""
     text = io.StringIO()
-    scenarios.write_openmetrics(scenario, specs, seed, 0, text)
+    scenarios.write_openmetrics(scenario, specs, seed, 0, text, onsets=onsets)
     # an unprefixed name may belong to several engines (NIM's and older TensorRT-LLM's TTFT): the
     # engine whose catalog selectors (e.g. job="nim") the sample carries owns it, the most specific first
     owners: dict[str, list[str]] = {}
@@ -203,9 +205,10 @@ def _scenario(job: tuple[str, tuple[str, ...], Config, int]) -> list[ScenarioRun
     name, engines, config, seed = job
     specs = {engine: load_engine(engine) for engine in engines}
     scenario = scenarios.build(name)
-    data = simulated_series(scenario, specs, seed)
     # a collapse starts when the KV budget is first exceeded, not when its load change starts
-    onsets = scenarios.first_preemption(scenario, specs, seed) if name in DETECTION_SCENARIOS else {}
+    first: dict[str, float | None] = {}
+    data = simulated_series(scenario, specs, seed, first)
+    onsets = first if name in DETECTION_SCENARIOS else {}
     replica, model = scenario.affected_replica(), scenario.models[0].name
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="llmdash-bench-") as tmp:

@@ -402,11 +402,14 @@ def _affected(insts: list[Instance], scenario: Scenario) -> list[Instance]:
 
 def timed_scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int, interval: float = SCRAPE_INTERVAL_S,
                   config: ServingConfig = ServingConfig(), phased: bool = False,
+                  onsets: dict[str, float | None] | None = None,
                   ) -> Iterator[tuple[float, list[tuple[float, str, str, EngineMetrics]]]]:
     """Yield (grid time, [(scrape time, engine, model, emitter)]) for every interval with a scrape.
 
     Without `phased` every process is scraped on the grid (scrape time = grid time); with it each
-    process is scraped `scrape_phase` seconds into the interval that ends at the grid time."""
+    process is scraped `scrape_phase` seconds into the interval that ends at the grid time. `onsets`, given,
+    receives `first_preemption`'s answer once the run ends, without simulating the affected replica again
+    (for a scenario that restarts the replica, its first preemption before or after the restart)."""
     insts = instances(scenario, specs, seed, config)
     offsets = [scrape_phase(seed, scenario.name, inst) - interval if phased else 0.0 for inst in insts]
     restarted: set[int] = set()
@@ -423,6 +426,8 @@ def timed_scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int, i
         if batch:
             yield t, batch
         t += interval
+    if onsets is not None:
+        onsets.update(_onsets(_affected(insts, scenario)))
 
 
 def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
@@ -433,29 +438,19 @@ def scrapes(scenario: Scenario, specs: dict[str, EngineSpec], seed: int,
         yield t, [(engine, model, emitter) for _at, engine, model, emitter in batch]
 
 
-class _FirstPreemption(EngineMetrics):
-    """Listens to a simulation for its first preemption: the collapse's ground-truth onset."""
-
-    def __init__(self) -> None:
-        self.at: float | None = None
-
-    def on_preempt(self, req, now) -> None:
-        if self.at is None:
-            self.at = now
-
-
 def first_preemption(scenario: Scenario, specs: dict[str, EngineSpec], seed: int) -> dict[str, float | None]:
     """Engine -> when the simulation of the scenario's affected replica (of its first model) first
     preempted a request (the KV budget exceeded), whether or not the engine exports it; None when it
-    never did. Only that replica is simulated."""
-    onsets = {}
+    never did. Only that replica is simulated (`timed_scrapes(onsets=...)` gives the same from a whole run)."""
     alone = _affected_only(scenario)
-    for inst in _affected(instances(alone, specs, seed), alone):
-        probe = _FirstPreemption()
-        inst.sim.rec = Fanout(list(inst.emitters.values()) + [probe])
+    insts = _affected(instances(alone, specs, seed), alone)
+    for inst in insts:
         inst.run_until(scenario.duration_s)
-        onsets |= {engine: probe.at for engine in inst.specs}
-    return onsets
+    return _onsets(insts)
+
+
+def _onsets(affected: list[Instance]) -> dict[str, float | None]:
+    return {engine: inst.sim.first_preemption_at for inst in affected for engine in inst.specs}
 
 
 def _affected_only(scenario: Scenario) -> Scenario:
@@ -469,12 +464,14 @@ def instance_label(engine: str, model: str) -> str:
 
 
 def write_openmetrics(scenario: Scenario, specs: dict[str, EngineSpec], seed: int, start_ts: float, out,
-                      interval: float = SCRAPE_INTERVAL_S, phased: bool = False) -> int:
+                      interval: float = SCRAPE_INTERVAL_S, phased: bool = False,
+                      onsets: dict[str, float | None] | None = None) -> int:
     """Write the scenario as OpenMetrics text (timestamps in seconds, `# EOF` last); return samples.
-    `phased`: each process scraped at its own seeded offset within the interval (`scrape_phase`)."""
+    `phased`: each process scraped at its own seeded offset within the interval (`scrape_phase`); `onsets`: as
+    `timed_scrapes`'."""
     declared: set[str] = set()
     samples = 0
-    for _t, batch in timed_scrapes(scenario, specs, seed, interval, phased=phased):
+    for _t, batch in timed_scrapes(scenario, specs, seed, interval, phased=phased, onsets=onsets):
         lines: list[str] = []
         for at, _engine, _model, emitter in batch:
             lines.extend(emitter.render(emitter.target, start_ts + round(at, 3), declared))

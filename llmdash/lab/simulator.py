@@ -144,6 +144,7 @@ class ServingSimulator:
         self._horizon = start
         self._next_rid = 0
         self._steps_since_tick = 0
+        self.first_preemption_at: float | None = None   # a collapse's ground-truth onset, exported or not
         self._next_arrival, self._arrival_is_request = self._draw_arrival(start)
 
     # -- traffic ---------------------------------------------------------------------------
@@ -225,6 +226,8 @@ class ServingSimulator:
             victim.last_token = self.now     # its latest token came out of the previous step
         self._release(victim)
         victim.num_preemptions += 1
+        if self.first_preemption_at is None:
+            self.first_preemption_at = self.now
         self.rec.on_preempt(victim, self.now)
         if self.cfg.preemption == RECOMPUTE:
             victim.computed = 0
