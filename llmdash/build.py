@@ -9,6 +9,7 @@ leaves the previous output untouched; only files the build wrote there are ever 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 from llmdash.dashboards.assemble import build_dashboard
@@ -40,10 +41,11 @@ def render_json(model: dict) -> str:
     return json.dumps(model, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def _validated(config: Config, build, validate, what: str) -> dict[str, dict]:
-    """Engine -> model built by `build`, refused (exit 2) when `validate` finds any problem."""
+def _validated(config: Config, build, validate, what: str, engines=None) -> dict[str, dict]:
+    """Engine -> model built by `build` (for `engines`, else every engine of the config), refused (exit 2) when
+    `validate` finds any problem."""
     models = {}
-    for engine in config.engine_ids:
+    for engine in config.engine_ids if engines is None else engines:
         spec = load_engine(engine)
         model = build(spec, config)
         problems = validate(model, spec)
@@ -54,14 +56,26 @@ def _validated(config: Config, build, validate, what: str) -> dict[str, dict]:
     return models
 
 
-def build_dashboards(config: Config) -> dict[str, dict]:
+def dashboard_names(config: Config) -> tuple[str, ...]:
+    """The dashboards a build makes: one per engine of the config, and the fleet one."""
+    return (*config.engine_ids, FLEET)
+
+
+def build_dashboards(config: Config, names: Collection[str] | None = None) -> dict[str, dict]:
     """Dashboard file stem -> Grafana JSON model: one per engine, each validated against its engine's catalog
-    (and the series its rules record), and the fleet dashboard, which reads recorded series only."""
-    layers = {engine: recording_layer(load_engine(engine), config) for engine in config.engine_ids}
+    (and the series its rules record), and the fleet dashboard, which reads recorded series only. `names`: only
+    these (of `dashboard_names`), exactly as the whole build makes them: publishing one engine's dashboard
+    builds and validates that one, not every engine's (validation is most of a build's time)."""
+    wanted = dashboard_names(config) if names is None else tuple(names)
+    engines = [engine for engine in config.engine_ids if engine in wanted]
+    layered = config.engine_ids if FLEET in wanted else engines   # the fleet reads every engine's recorded series
+    layers = {engine: recording_layer(load_engine(engine), config) for engine in layered}
     recorded = {engine: frozenset(s.name for s in layer.series) for engine, layer in layers.items()}
     dashboards = _validated(config, build_dashboard,
                             lambda model, spec: validate_dashboard(model, spec, recorded[spec.id].__contains__),
-                            "the dashboard")
+                            "the dashboard", engines)
+    if FLEET not in wanted:
+        return dashboards
     everything = {series.key: series for layer in layers.values() for series in layer.series}
     fleet = build_fleet_dashboard(config, everything)
     problems = validate_dashboard(fleet, None, frozenset(s.name for s in everything.values()).__contains__)

@@ -13,7 +13,7 @@ import click
 import urllib3
 
 from llmdash import redact
-from llmdash.build import build_dashboards, build_rule_files
+from llmdash.build import build_dashboards, build_rule_files, dashboard_names
 from llmdash.cli.build import ownership
 from llmdash.config import DNS1123_LABEL, load_config
 from llmdash.delivery.credentials import resolve_connection
@@ -26,11 +26,11 @@ from llmdash.inputs import shorten
 
 
 def _selected(config, names: tuple[str, ...]) -> dict[str, dict]:
-    dashboards = build_dashboards(config)
-    unknown = [n for n in names if n not in dashboards]
+    known = dashboard_names(config)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise LlmdashError(f"unknown dashboard {', '.join(unknown)} (built: {', '.join(sorted(dashboards))})")
-    return {n: d for n, d in dashboards.items() if not names or n in names}
+        raise LlmdashError(f"unknown dashboard {', '.join(unknown)} (built: {', '.join(sorted(known))})")
+    return build_dashboards(config, names or None)
 
 
 def _config(ctx: click.Context, config_path: str | None):

@@ -31,7 +31,7 @@ from llmdash.doctor.slo import SloCheck, replica_series, slo_checks
 from llmdash.engines.catalog import load_all
 from llmdash.engines.model import REQUIRED_ROLES, EngineSpec, Metric
 from llmdash.errors import LlmdashError
-from llmdash.vocabulary import ALERTS_SERIES, FLEET, LOG_PREEMPTIONS
+from llmdash.vocabulary import ALERTS_SERIES, LOG_PREEMPTIONS
 
 PRESENCE_NOT_NEEDED = {"absent", "absent_over_time"}   # these have data precisely when series are missing
 VALUES_SHOWN = 5          # label values quoted when none matches
@@ -340,7 +340,7 @@ class _Built:
     """The dashboards and rule files of a config, built once, and the checks of one engine's queries on them."""
 
     def __init__(self, config: Config):
-        self.dashboards = {name: model for name, model in build_dashboards(config).items() if name != FLEET}
+        self.dashboards = build_dashboards(config, config.engine_ids)
         self.rules = build_rule_files(config)
 
     def checks(self, inventory: Inventory, detection: Detection, config: Config, from_scrape: bool) -> list[Check]:

@@ -26,6 +26,14 @@ def rows(dashboard):
     return grouped
 
 
+@pytest.mark.parametrize("names", [("vllm",), ("fleet",), ("sglang", "dynamo")])
+def test_a_build_of_some_dashboards_makes_them_as_the_whole_build_does(default_build, names):
+    """`llmdash publish vllm` builds only what it publishes: each dashboard exactly as the whole build makes it."""
+    some = build_dashboards(Config(), names)
+    assert list(some) == [n for n in default_build if n in names]
+    assert all(json.dumps(some[n], sort_keys=True) == json.dumps(default_build[n], sort_keys=True) for n in names)
+
+
 def test_the_build_refuses_a_dashboard_its_validator_rejects(monkeypatch, default_build):
     """`build_dashboards` validates every dashboard it builds (so a built one is valid by construction, and
     is not re-checked here): one reading a raw counter outside rate() is refused, naming the engine and why."""

@@ -159,6 +159,6 @@ def test_grouping_labels_follow_the_config():
 def test_the_preemption_pages_annotation_titles_each_page_with_the_configured_instance_label(instance_label, title):
     """Issue 28: the title read {{instance}} whatever fleet.instance_label was, so with `pod` it rendered empty."""
     config = replace(Config(), engines=("vllm",), fleet=replace(Config().fleet, instance_label=instance_label))
-    annotations = build_dashboards(config)[FLEET]["annotations"]["list"]
+    annotations = build_dashboards(config, [FLEET])[FLEET]["annotations"]["list"]
     (pages,) = [a for a in annotations if a.get("name") == "Preemption pages"]
     assert pages["titleFormat"] == title

@@ -233,7 +233,7 @@ def test_save_applied_then_answered_with_an_error_is_reported_saved(grafana, los
     assert first.exit_code == EXIT_OK, first.output
     lose_answer(grafana)
     with pytest.MonkeyPatch.context() as patch:                 # a generator change to publish
-        patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config: {"vllm": changed()})
+        patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config, names=None: {"vllm": changed()})
         result = publish_cli(grafana.url, "vllm", "--retries", "2")
     assert_clean(result, EXIT_OK, TOKEN)
     assert ("vllm (llmdash-vllm): updated v2" in result.stdout

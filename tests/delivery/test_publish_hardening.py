@@ -210,7 +210,7 @@ def test_save_stored_then_answered_502_reports_the_502(release, path, first):
         method = "PUT" if path == "/apis/" and not first else "POST"
         server.fail(method, path, status=502, payload={"message": "Bad Gateway"}, applied=True)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config: {"vllm": changed()})
+            patch.setattr("llmdash.cli.delivery.build_dashboards", lambda config, names=None: {"vllm": changed()})
             result = publish_cli(server.url, "vllm")
         stored = json.dumps(server.dashboards["llmdash-vllm"].model)
     finally:

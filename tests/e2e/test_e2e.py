@@ -166,7 +166,7 @@ def test_a_mean_needs_its_own_divergence_factor(prometheus_scenarios, engine):
     config = load_config(None)
     at_two = dataclasses.replace(config, divergence=dataclasses.replace(config.divergence, mean_latency_factor=2.0))
     w = windows["kv-collapse"]
-    result = evaluate_dashboard(build_dashboards(at_two)[engine], server, w.start, w.end, 60.0)
+    result = evaluate_dashboard(build_dashboards(at_two, [engine])[engine], server, w.start, w.end, 60.0)
     regions = [r for r in model_regions(result, "Divergence", engine) if r[0] == PRIMARY]
     assert not regions, "the mean reached 2x: update docs/engines.md's llama.cpp figures and reconsider the default"
 

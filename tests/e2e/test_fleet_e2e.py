@@ -124,7 +124,7 @@ def _latest(panel, ref: str = "A") -> dict[str, float]:
 def test_the_stalled_old_version_replica_shows_in_itl_p99_and_kv(fleet, recorded):
     server, start, end = fleet
     config = Config(engines=("vllm",), dashboard=DashboardSettings(use_recording_rules=recorded))
-    dashboard = build_dashboards(config)["vllm"]
+    dashboard = build_dashboards(config, ["vllm"])["vllm"]
     result = evaluate_dashboard(dashboard, server, end - 1800, end, 60.0, annotations=False)
     itl = _latest(_panel(result, "ITL p99"))
     kv = _latest(_panel(result, "KV-cache usage"))

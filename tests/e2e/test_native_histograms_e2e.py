@@ -173,7 +173,7 @@ def test_the_copy_is_mixed(stores):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_panel_and_annotation_gives_the_same_answer(stores, engine):
     server, windows, _, _ = stores
-    dashboard = build_dashboards(CONFIG)[engine]
+    dashboard = build_dashboards(CONFIG, [engine])[engine]
     results = {name: evaluate_dashboard(dashboard, server, *window, STEP_S) for name, window in windows.items()}
     a, b = results["classic"], results["mixed"]
     differ = differences({f"{pa.row} / {pa.title} / {ta.ref_id}: {ta.expr[:300]}": compare(

@@ -74,7 +74,7 @@ def test_the_error_budget_panels_read_data(recorded_prometheus):
     from llmdash.lab.evaluate import evaluate_dashboard
 
     server, w = recorded_prometheus
-    dashboard = build_dashboards(CONFIG)["vllm"]
+    dashboard = build_dashboards(CONFIG, ["vllm"])["vllm"]
     result = evaluate_dashboard(dashboard, server, w.start + 3600, w.end, 60.0, annotations=False,
                                 panel_filter=lambda row, panel: row == "Error budget")
     assert [p.title for p in result.panels] == ["Error budget remaining", "Burn rate", "SLO attainment", "SLO coverage"]
