@@ -24,7 +24,7 @@ help:
 	@echo "make diff          semantic diff of dashboards and rules against the merge base with main"
 	@echo "make layout        picture of a dashboard grid, old vs new (ENGINE=vllm)"
 	@echo "make bench-detect  detection delay (seeds 1-4), false firings vs naive baselines, live page delay per backend -> docs/benchmarks/bench-detect.md"
-	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances; 3 h, 24 h) vs vLLM's overview -> docs/benchmarks/bench-cost.md"
+	@echo "make bench-cost ANCHOR=FILE  one dashboard load (20, 200 instances; 3 h, 24 h) vs vLLM's overview -> docs/benchmarks/bench-cost.md (FLEET=200x24h: that load only)"
 	@echo "make bench-rules   what each rule group costs a Prometheus at 20, 200, 1000 replicas -> docs/benchmarks/bench-rules.md"
 	@echo "make bench-build   start-up and build time of the llmdash command (5 runs) -> docs/benchmarks/bench-build.md"
 	@echo "make grafana-schemas  regenerate dashboards/grafana_schema/ from @grafana/schema (needs node + npm)"
@@ -105,9 +105,11 @@ bench-detect: install
 
 # vLLM's own overview dashboard, the reference bench-cost measures against (llmdash ships no copy of it)
 ANCHOR ?=
+# FLEET: only these loads, e.g. FLEET=200x24h (every load by default)
+FLEET ?=
 bench-cost: install
 	@test -n "$(ANCHOR)" || { echo "make bench-cost needs ANCHOR=<path to vLLM's overview dashboard JSON>" >&2; exit 2; }
-	$(LLMDASH) bench-cost --anchor "$(ANCHOR)"
+	$(LLMDASH) bench-cost --anchor "$(ANCHOR)" $(foreach f,$(FLEET),--fleet $(f))
 
 bench-rules: install
 	$(LLMDASH) bench-rules

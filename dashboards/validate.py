@@ -292,8 +292,12 @@ class _Lint(PromqlWalk):
         return problems + [p for arg in node.args for p in self.walk(arg, name in RANGE_FUNCTIONS)]
 
     def binary(self, node, in_range_function: bool) -> list[str]:
-        # `and`/`unless` ask only which series exist on their right, never their values
-        return self.walk(node.lhs, False) + self.walk(node.rhs, str(node.op) in ("and", "unless"))
+        # `and`/`unless` ask only which series exist on their right, never their values; a set operator passes its
+        # left side's values (and `or` its right side's) through unchanged, so under a presence aggregation they
+        # are still only asked whether they exist
+        op = str(node.op)
+        passed = in_range_function and op in ("and", "or", "unless")
+        return self.walk(node.lhs, passed) + self.walk(node.rhs, op in ("and", "unless") or (passed and op == "or"))
 
     def aggregate(self, node, in_range_function: bool) -> list[str]:
         # a presence aggregation asks whether series exist, never reads a value

@@ -3,7 +3,7 @@
 The rules they enforce, once: label values escaped; quantiles always over
 `sum by (le, <group>)` of bucket rates; ratios and quantiles that yield no series
 (rather than NaN or Inf) when there is no traffic; a native histogram read as the classic
-series it replaces (`native_buckets`, `native_at_or_under`, `per_replica`), so one expression
+series it replaces (`native_buckets`, `native_at_or_under`, `first_per_replica`), so one expression
 answers over replicas that store either form. Which series to combine, and at which
 labels, is `llmdash.panels.signals`' business.
 """
@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from llmdash.vocabulary import BASELINE_QUANTILE, BUCKET_LABEL, MODEL_LABEL
+
+FORM_LABEL = "llmdash_read"   # which of a fallback's reads a partial result came from; dropped by its last reduce
 
 
 def escape(value: str) -> str:
@@ -119,12 +121,29 @@ def native_part(part: str, hist: str) -> str:
     return f"histogram_{part}({hist})"
 
 
-def per_replica(classic: str, native: str, identity: tuple[str, ...]) -> str:
-    """Per replica (`identity`: the labels that tell replicas apart), the classic histogram's read where it has
-    classic series, else the native histogram's: a fleet half converted to native histograms counts every replica
-    once, and a replica stored both ways (`always_scrape_classic_histograms`) once, always from its classic
-    series, whose `le` texts may differ from the native read's."""
-    return f"({classic}) or on ({', '.join(identity)}) ({native})"
+def first_per_replica(reads: list[tuple[str, str]], reduce: str, labels: tuple[str, ...],
+                      replica: tuple[str, ...]) -> str:
+    """`reduce by (labels)` over replicas (`replica`: the labels that tell them apart), each replica read from the
+    first of `reads` that covers it: (read, mark) pairs in order of preference, `mark` an expression with a series
+    for exactly the replicas `read` has one for. So a fleet half converted to native histograms, or half renamed,
+    counts every replica once, and a replica stored both ways (`always_scrape_classic_histograms`) once, from its
+    classic series, whose `le` texts may differ from the native read's.
+
+    Each read is reduced on its own, over the replicas no earlier mark covers (`unless on (replica)`), and only
+    those few reduced series are combined (a `FORM_LABEL` keeps them apart until the last `reduce`): no vector of
+    every replica's series (14-20 buckets each) is built, copied and hashed at every step, as `(a) or on (replica)
+    (b)` of per-replica reductions would (Prometheus evaluates a range query operator by operator, each over every
+    step). The marks, one series per replica, are what is read twice. `reduce` is sum, max or group: each of them
+    of the disjoint parts' results is theirs of the whole."""
+    on = ", ".join(replica)
+    parts = []
+    for k, (read, _) in enumerate(reads):
+        covered = [mark for _, mark in reads[:k]]
+        if covered:
+            read = f"({read}) unless on ({on}) ({' or '.join(covered)})"
+        part = f"{reduce}{by(labels)} ({read})"
+        parts.append(f'label_replace({part}, "{FORM_LABEL}", "{k}", "", "")' if k else part)
+    return f"{reduce}{by(labels)} ({' or '.join(parts)})"
 
 
 def clamp_min(expr: str, floor: float) -> str:

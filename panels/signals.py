@@ -23,6 +23,7 @@ Fleet rules, once, here:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -297,11 +298,14 @@ class Signals(SignalsBase):
         return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
 
     def _per_series(self, role: str, per_source, reduce: str, group, extra: tuple[str, ...] = (),
-                    once: bool = True, native=None) -> str:
+                    once: bool = True, native=None, marks=None) -> str:
         """`reduce by (group)` of the role's sources, deduplicated per unit (unless `once` is False: presence
-        needs no dedup), with fallbacks applied per replica (and rank), before aggregation. `native(s)`: the same
-        read from a histogram source's native histogram, taken per replica where the replica has no classic
-        series (`promql.per_replica`), where native histograms are read (`Config.native_histograms`)."""
+        needs no dedup), with fallbacks applied per replica (and rank): each replica read from the first source
+        it exports, and from that source's classic series where it has them, else (`native(s)`, where native
+        histograms are read, `Config.native_histograms`) from its native histogram (`promql.first_per_replica`).
+        `marks(s)`: (classic, native) expressions with a series exactly for the replicas whose classic and native
+        reads have one, narrower than the reads (a histogram's +Inf bucket instead of all of them); by default
+        the reads themselves."""
         group = self.model if group is None else tuple(group)
         sources = self.sources(role)
 
@@ -312,15 +316,11 @@ class Signals(SignalsBase):
             return f"{reduce}{promql.by(extra + group)} ({leaf(sources[0], per_source)})"
         replica = tuple(dict.fromkeys(self.instance_group + tuple(
             label for label in group if label in self.spec.ranks.unit)))
-        identity = extra + replica
-
-        def per_replica(s: Source, alt) -> str:
-            classic = f"{reduce}{promql.by(identity)} ({leaf(s, per_source)})"
-            if alt is None:
-                return classic
-            return promql.per_replica(classic, f"{reduce}{promql.by(identity)} ({leaf(s, alt)})", replica)
-        reads = [per_replica(s, alt) for s, alt in zip(sources, natives)]
-        return f"{reduce}{promql.by(extra + group)} ({promql.first_of(reads)})"
+        reads = []
+        for s, alt in zip(sources, natives):
+            forms = [(leaf(s, per_source), 0)] + ([(leaf(s, alt), 1)] if alt is not None else [])
+            reads += [(expr, marks(s)[form] if marks else expr) for expr, form in forms]
+        return promql.first_per_replica(reads, reduce, extra + group, replica)
 
     def reads_native(self, source: Source) -> bool:
         """Whether `source` is also read from its native histogram: a histogram (or a part of one) where the
@@ -390,13 +390,20 @@ class Signals(SignalsBase):
         return promql.divide(total, count)
 
     def bucket_rates(self, role: str, group=None, window=None) -> str:
-        """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from."""
+        """`sum by (le, group)` of the role's bucket rates: what every quantile of it is computed from. Which
+        replicas each form covers is told by one series per replica, the classic +Inf bucket and the native
+        histogram's count, not by the 14-20 buckets again."""
         window = window or self.window
         layout = self.layout_matchers(role)
         bounds = self.common_bounds(role)
+
+        def marks(s: Source) -> tuple[str, str]:
+            every = promql.rate(self._select(s, f"{s.metric.name}_bucket", (promql.bucket_matcher("+Inf", math.inf),)),
+                                window)
+            return every, f"{promql.native_part('count', self._native_rate(s, window))} > 0"
         return self._per_series(role, lambda s: promql.rate(self._select(s, f"{s.metric.name}_bucket", layout), window),
                                 "sum", group, extra=(BUCKET_LABEL,), native=lambda s: promql.native_buckets(
-                                    self._native_rate(s, window), bounds or s.metric.buckets))
+                                    self._native_rate(s, window), bounds or s.metric.buckets), marks=marks)
 
     def quantile(self, role: str, q: float = HEADLINE_QUANTILE, group=None, window=None) -> str:
         return promql.quantile(q, self.bucket_rates(role, group, window), self.scale(role))

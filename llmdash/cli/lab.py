@@ -172,17 +172,26 @@ def bench_detect_command(ctx: click.Context, out: Path, engine_ids, scenario_nam
 @click.option("--anchor", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="vLLM's own overview dashboard JSON (from vLLM's examples/observability), measured as the "
                    "reference; llmdash ships no copy of it.")
+@click.option("--fleet", "fleet_names", multiple=True, metavar="INSTANCESxRANGE",
+              help="Measure only this load, e.g. 200x24h (repeat the option; default: every load, 20x3h, 200x0.5h "
+                   "and 200x24h).")
 @click.pass_context
-def bench_cost_command(ctx: click.Context, out: Path, anchor: Path) -> None:
+def bench_cost_command(ctx: click.Context, out: Path, anchor: Path, fleet_names: tuple[str, ...]) -> None:
     """Samples and evaluation time of one load of every dashboard, raw and recorded, on synthetic vLLM
     fleets of 20 and 200 instances (3 h, 30 min and 24 h loads) in a local Prometheus, beside vLLM's own overview
     dashboard."""
     from llmdash.lab import bench_cost
 
     started = time.monotonic()
-    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor,
+    known = [f.name for f in bench_cost.FLEETS]
+    unknown = [name for name in fleet_names if name not in known]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not a load; choose from {', '.join(known)}",
+                                 param_hint="--fleet")
+    fleets = tuple(f for f in bench_cost.FLEETS if not fleet_names or f.name in fleet_names)
+    rows, rule_costs = bench_cost.run(load_config(_config_path(ctx)), anchor, fleets,
                                       progress=lambda message: click.echo(message, err=True))
-    text = bench_report.write(out, "Query cost", "make bench-cost", bench_cost.table(rows, rule_costs))
+    text = bench_report.write(out, "Query cost", "make bench-cost", bench_cost.table(rows, rule_costs, fleets))
     click.echo(text + f"\nwritten to {out} ({time.monotonic() - started:.0f} s)")
 
 

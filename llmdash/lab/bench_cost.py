@@ -192,6 +192,11 @@ class Fleet:
     scrape_s: int = SCRAPE_S
     recorded: bool = True  # also backfill the recording rules and measure the recorded dashboards
 
+    @property
+    def name(self) -> str:
+        """How `--fleet` names it: instances x range, e.g. `200x24h`."""
+        return f"{self.instances}x{self.range_s / 3600:g}h"
+
 
 # 200 instances: a 30-minute load (scaled x6 to the 3 h default) keeps the backfill near 13 M samples. A day at
 # 200 instances scraped every 15 s would be 690 M samples (a 99 GB OpenMetrics file; 20 instances took 18 min
@@ -231,6 +236,7 @@ class Row:
     seconds: float
     largest: Cost
     scale: float          # to the default range at 1000 instances
+    costs: tuple[Cost, ...] = ()   # every query of the load, in dashboard order
 
     @property
     def largest_at_1000(self) -> float:
@@ -280,7 +286,7 @@ def run(config: Config, anchor_path: Path, fleets: tuple[Fleet, ...] = FLEETS,
                     continue                          # another engine's dashboard: nothing to read here
                 largest = max(costs, key=lambda c: c.samples, default=Cost("-", 0, 0.0))
                 rows.append(Row(fleet.instances, fleet.range_s, name, mode, sum(c.samples for c in costs),
-                                sum(c.seconds for c in costs), largest, scale))
+                                sum(c.seconds for c in costs), largest, scale, tuple(costs)))
             if fleet.recorded:
                 rule_costs[fleet.instances] = rules_cost_per_minute(server, rules, end)
         finally:
@@ -312,6 +318,27 @@ def table(rows: list[Row], rule_costs: dict[int, int], fleets: tuple[Fleet, ...]
             lines.append(f"| {r.fleet} | {r.range_s / 3600:g} h | {r.dashboard} | {r.mode} | {r.samples:,} | {ratio} "
                          f"| {r.seconds:.2f} | {time_ratio} | {r.largest.title} | {r.largest.samples:,} "
                          f"| {r.largest_at_1000 / 1e6:.1f} M{flag} |")
-    lines += ["", "vLLM rules' own evaluation: " + "; ".join(
-        f"{n} instances: {cost:,} samples/min" for n, cost in sorted(rule_costs.items()))]
-    return "\n".join(lines) + "\n"
+    if rule_costs:
+        lines += ["", "vLLM rules' own evaluation: " + "; ".join(
+            f"{n} instances: {cost:,} samples/min" for n, cost in sorted(rule_costs.items()))]
+    return "\n".join(lines + slowest_queries(rows, fleets)) + "\n"
+
+
+SLOWEST = 8   # queries listed per dashboard where the time goes
+
+
+def slowest_queries(rows: list[Row], fleets: tuple[Fleet, ...]) -> list[str]:
+    """Where the evaluation time goes, at the longest range measured beside the anchor: each raw dashboard's
+    slowest queries (a panel with several targets is one line per target)."""
+    beside = [f for f in fleets if f.with_anchor]
+    if not beside:
+        return []
+    fleet = max(beside, key=lambda f: (f.range_s, f.instances))
+    here = [r for r in rows if (r.fleet, r.range_s, r.mode) == (fleet.instances, fleet.range_s, "raw") and r.costs]
+    lines = ["", f"Slowest queries at {fleet.instances} instances, {fleet.range_s / 3600:g} h (raw):", "",
+             "| dashboard | query | eval s | share of the load's eval s | samples |", "|---" * 5 + "|"]
+    for r in here:
+        for cost in sorted(r.costs, key=lambda c: -c.seconds)[:SLOWEST]:
+            share = cost.seconds / r.seconds if r.seconds else 0.0
+            lines.append(f"| {r.dashboard} | {cost.title} | {cost.seconds:.2f} | {share:.0%} | {cost.samples:,} |")
+    return lines if len(lines) > 5 else []

@@ -58,23 +58,27 @@ def row_of(dashboard: dict, title: str) -> str:
 
 def test_renamed_series_fall_back_per_replica_before_aggregating(default_build):
     itl = panel(default_build["vllm"], "ITL p99")["targets"][0]["expr"]
-    # each name reduced to the replica (its classic buckets, else its native histogram's), then new-or-old, then
-    # the model's buckets
-    assert itl.startswith("histogram_quantile(0.99, sum by (le, cluster, namespace, model_name) (((sum by "
-                          "(le, cluster, namespace, model_name, instance) "
-                          "(rate(vllm:inter_token_latency_seconds_bucket")
-    assert ("or ((sum by (le, cluster, namespace, model_name, instance) "
-            "(rate(vllm:time_per_output_token_seconds_bucket") in itl
+    # the new name's classic buckets summed per model; the old name's only over the replicas that have neither the
+    # new name's classic buckets (their +Inf bucket) nor its native histogram
+    replica = "on (cluster, namespace, model_name, instance)"
+    assert itl.startswith("histogram_quantile(0.99, sum by (le, cluster, namespace, model_name) (sum by "
+                          "(le, cluster, namespace, model_name) (rate(vllm:inter_token_latency_seconds_bucket")
+    assert ("or label_replace(sum by (le, cluster, namespace, model_name) "
+            "((rate(vllm:time_per_output_token_seconds_bucket") in itl
+    assert f'unless {replica} (rate(vllm:inter_token_latency_seconds_bucket{{le="+Inf", ' in itl
     kv = panel(default_build["vllm"], "KV-cache usage")["targets"][0]["expr"]
-    assert kv.startswith("max by (cluster, namespace, model_name) ((max by (cluster, namespace, model_name, instance) "
+    assert kv.startswith("max by (cluster, namespace, model_name) (max by (cluster, namespace, model_name) "
                          "(vllm:kv_cache_usage_perc")
+    assert "((vllm:gpu_cache_usage_perc{" in kv and f"unless {replica} (vllm:kv_cache_usage_perc{{" in kv
 
 
 def test_sglang_throughput_sources_with_different_labels_are_reduced_before_the_fallback(default_build):
     expr = panel(default_build["sglang"], "Output tokens/s")["targets"][0]["expr"]
-    inner = "sum by (cluster, namespace, model_name, instance) ("
-    assert expr.count(inner) == 2, "both sources reduced to the replica's labels, so they cannot double count"
-    assert "sglang:realtime_tokens_total" in expr and "sglang:generation_tokens_total" in expr
+    # the older counter only where the replica has no newer one: the two cannot double count whatever their labels
+    assert expr.count("sum by (cluster, namespace, model_name) (") == 3
+    assert ("((rate(sglang:generation_tokens_total{cluster=~\"$cluster\", namespace=~\"$namespace\", "
+            "model_name=~\"$model_name\", instance=~\"$instance\"}[5m])) unless on (cluster, namespace, model_name, "
+            "instance) (max without (tp_rank, pp_rank, moe_ep_rank) (rate(sglang:realtime_tokens_total{") in expr
 
 
 def test_unprefixed_trtllm_names_are_read_only_under_a_job_selector(default_build):

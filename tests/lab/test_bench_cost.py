@@ -103,3 +103,32 @@ def test_two_loads_of_one_fleet_size_are_tabled_apart_each_beside_its_own_anchor
     assert "| 200 | 0.5 h | vllm | raw | 50 | 0.50 | 1.00 | 0.50 |" in text
     assert "| 200 | 24 h | vllm | raw | 300 | 0.30 | 8.00 | 0.80 |" in text
     assert "24 h range over 26.25 h of data scraped every 60 s" in text
+
+
+def test_fleet_picks_one_load_by_name_and_refuses_an_unknown_one(tmp_path):
+    from click.testing import CliRunner
+    from llmdash.cli.lab import bench_cost_command
+
+    assert [f.name for f in bench_cost.FLEETS] == ["20x3h", "200x0.5h", "200x24h"]
+    option = next(p for p in bench_cost_command.params if p.name == "fleet_names")
+    assert "20x3h, 200x0.5h and 200x24h" in option.help                     # the help names every load
+    anchor = tmp_path / "anchor.json"
+    anchor.write_text("{}")
+    result = CliRunner().invoke(bench_cost_command, ["--anchor", str(anchor), "--fleet", "200x12h",
+                                                     "--out", str(tmp_path / "cost.md")])
+    assert result.exit_code == 2
+    assert "'200x12h' is not a load; choose from 20x3h, 200x0.5h, 200x24h" in result.output
+    assert not (tmp_path / "cost.md").exists()
+
+
+def test_the_page_lists_each_dashboards_slowest_queries_at_the_longest_range_beside_the_anchor():
+    fleets = (bench_cost.Fleet(2, 900, 1.3, True), bench_cost.Fleet(2, 3600, 1.3, True, recorded=False))
+    costs = tuple(bench_cost.Cost(f"q{k}", 10 * k, k / 10) for k in range(1, 11))
+    rows = [bench_cost.Row(2, 3600, name, "raw", 550, 5.5, costs[-1], 1.0, costs)
+            for name in (bench_cost.ANCHOR_NAME, "vllm")]
+    rows.append(bench_cost.Row(2, 900, "vllm", "raw", 1, 0.1, costs[0], 1.0, costs[:1]))
+    text = bench_cost.table(rows, {}, fleets)
+    slowest = text.split("Slowest queries at 2 instances, 1 h (raw):")[1]
+    assert slowest.count("| vllm |") == 8 and slowest.count(f"| {bench_cost.ANCHOR_NAME} |") == 8
+    assert "| vllm | q10 | 1.00 | 18% | 100 |" in slowest and "| q2 |" not in slowest    # 1.0 of 5.5 s
+    assert "samples/min" not in text                                            # no recorded load: no rule cost
