@@ -146,3 +146,6 @@ def test_a_models_token_latency_buckets_sum_its_units_recorded_ones_and_read_no_
     rules = [rule for group in build_rules(load_engine("vllm"), vmalert)["groups"] for rule in group["rules"]]
     expr = next(rule["expr"] for rule in rules if rule.get("record") == ITL_MODEL)
     assert ITL_UNIT not in expr and "rate(vllm:inter_token_latency_seconds_bucket" in expr
+    share = next(rule["expr"] for rule in rules
+                 if rule.get("record") == UNIT + "llm_preemption_share:ratio_rate2m")
+    assert "rate(vllm:num_preemptions_total[2m])" in share and UNIT + "llm_preemptions:rate2m" not in share
