@@ -146,7 +146,7 @@ def rule_groups_block() -> str:
     for i, group in enumerate(build_rule_files(slo)["vllm"]["groups"]):
         alerts = _ordered(rule["alert"] for rule in group["rules"] if "alert" in rule)
         records = _ordered(rule["record"] for rule in group["rules"] if "record" in rule)
-        listed = f"{len(records)} series, the pages' inputs" if i == 0 else _code(records)
+        listed = _code(records) if i == 0 else f"{len(records)} series, every other"
         lines.append(f"| `{group['name']}` | {default[group['name']]} | {with_slo[group['name']]} | "
                      f"alerts {_code(alerts)}; recorded: {listed} |")
     return "\n".join(lines)

@@ -157,6 +157,18 @@ def _model_bucket_rates(b: _Build, key: Key) -> str:
     return b.leaf(b.raw.bucket_rates(key.role, window=key.window))
 
 
+def _unit_preemption_share(b: _Build, key: Key) -> str:
+    """A unit's preemption share over the window: from its recorded preemption and finished-request rates where
+    the layer records both over that window (the short one, recorded just above), so no raw counter is read twice
+    in an evaluation; else from the raw counters. Raw too for a ruler whose recorded series come back an
+    evaluation late (`RecordingLayer.fresh`), for the same reason as `_model_bucket_rates`."""
+    rates = [Key(signal, None, key.window, level=Level.INSTANCE) for signal in ("preemption_rate", "requests")]
+    if b.rec.layer.fresh and all(rate in b.rec.layer for rate in rates):
+        preempted, finished = (b.rec.selector(b.rec.layer.get(rate)) for rate in rates)
+        return b.rec.unit_share(preempted, finished, key.window)
+    return b.leaf(b.raw.unit_preemption_share(key.window))
+
+
 def _latency_baseline(b: _Build, key: Key) -> str:
     return promql.baseline(b.rec.latency(key.role), b.config.divergence)
 
@@ -319,8 +331,7 @@ RECORDINGS: tuple[Recording | PerRole, ...] = (
     Recording("requests", "llm_requests", "rate{window}",
               lambda b, k: b.leaf(b.raw.requests(b.raw.finished_group, k.window)),
               windows=lambda config: (config.preemption.short_window,), level=Level.INSTANCE, applies=_counter),
-    Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",
-              lambda b, k: b.leaf(b.raw.unit_preemption_share(k.window)),
+    Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}", _unit_preemption_share,
               windows=lambda config: (config.preemption.short_window, config.preemption.long_window),
               level=Level.INSTANCE, applies=_counter),
     Recording("preemption_share", "llm_preemption_share", "ratio_rate{window}",

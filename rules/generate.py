@@ -16,29 +16,32 @@ severities, labels, runbook URLs and inhibitions are `llmdash.rules.identity`'s 
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from llmdash.durations import duration, seconds
 from llmdash.engines.model import EngineSpec
 from llmdash.panels import promql
-from llmdash.panels.recorded import RecordedSignals, can_wait, recording_layer
+from llmdash.panels.recorded import RecordedSignals, recording_layer
 from llmdash.panels.signals import INFO, Signals, SignalsBase
-from llmdash.rules.identity import (INHIBITED, SIGNAL_LABEL, carries, latency_alert_role, missing_roles, rule_scope,
-                                    runbook_url, severity)
+from llmdash.rules.identity import (CRITICAL, INHIBITED, SIGNAL_LABEL, carries, latency_alert_role, missing_roles,
+                                    rule_scope, runbook_url, severity)
 from llmdash.rules.slo import slo_alerts
 from llmdash.rules.targets import RULERS, for_target
 from llmdash.vocabulary import (ALERTNAME_LABEL, ALERTS_SERIES, ALERTSTATE_LABEL, ENGINE_LABEL, HEADLINE_QUANTILE,
                                 MODEL_LABEL, RUNBOOK_DIR, SEVERITY_LABEL, UID_PREFIX, Alert, Role)
 
 MISSING_FOR = "15m"
+RECORD_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*(?::[a-zA-Z0-9_]+)+")   # a recorded name as written
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where installed: the same text, faster
 CAPPED_TAIL_SHARE = 0.01  # above the top bucket for more than 1 % of observations: the p99 is past the cap
 OUTSIDE_PAGE_STEP = "1m"  # how often a paged unit's short-window share is read outside its page (a rule interval)
-# The second group: what a minute's delay does not hurt, evaluated once a minute. Every rule in it reads only
-# series the first group writes (evaluated at least as often) or its own earlier rules; no rule of the first group
-# reads it. The divergence baselines stay in the first group: the divergence page reads them.
+# The second group: what a minute's delay does not hurt, evaluated once a minute: every rule that is not a page
+# (severity critical) nor read by one (`by_urgency`). It reads the first group's series (evaluated at least as often)
+# and its own earlier rules; no rule of the first group reads it.
 SLOW_SUFFIX, SLOW_INTERVAL = "-slow", "1m"
-CAN_WAIT = (Alert.PREEMPTIONS_CHRONIC, Alert.SLO_BURN_SLOW)   # a capacity warning, a ticket
+PAGE_SEVERITY = CRITICAL
 SERVER_INTERVAL = "evaluation_interval of the server (docs/prometheus.yml ships 15s)"   # a group without `interval`
 
 
@@ -49,12 +52,11 @@ def recorded_series(spec: EngineSpec, config) -> frozenset[str]:
 
 def build_rules(spec: EngineSpec, config) -> dict:
     """The engine's rule file: recording rules first, then the alerts composed from them, in two groups by how
-    soon their answer is needed (`can_wait`): the pages and everything they read at the server's interval, and
-    what a minute's delay does not hurt once a minute (`SLOW_INTERVAL`)."""
+    soon their answer is needed (`by_urgency`): the pages and everything they read at the server's interval, and
+    everything else once a minute (`SLOW_INTERVAL`)."""
     layer = recording_layer(spec, config, RULERS[config.rules.target].fresh_recordings)
     rules: list[dict] = [{"record": series.name, "expr": series.expr,
                           "labels": {ENGINE_LABEL: spec.id, **dict(series.labels)}} for series in layer.series]
-    waits = {series.name for series in layer.series if can_wait(series.key)}
     sig = RecordedSignals(spec, config, rule_scope(spec, config), config.divergence.window, layer)
     raw = Signals(spec, config, rule_scope(spec, config), config.divergence.window)
     rules += [alert for alert in (preemptions_high(sig, config), preemptions_chronic(sig, config),
@@ -67,11 +69,29 @@ def build_rules(spec: EngineSpec, config) -> dict:
     rules += signals_missing(raw, config)
     if (alert := log_preemptions_high(raw, config)) is not None:
         rules.append(alert)
-    slow = [rule for rule in rules if rule.get("record") in waits or rule.get("alert") in CAN_WAIT]
-    groups = [rule_group(f"{UID_PREFIX}{spec.id}", config, [rule for rule in rules if rule not in slow])]
+    fast, slow = by_urgency(rules)
+    groups = [rule_group(f"{UID_PREFIX}{spec.id}", config, fast)]
     if slow:
         groups.append(rule_group(f"{UID_PREFIX}{spec.id}{SLOW_SUFFIX}", config, slow, SLOW_INTERVAL))
     return for_target({"groups": groups}, config.rules.target)
+
+
+def by_urgency(rules: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(fast, slow), each in the rules' order: the pages (severity critical) and every recording rule a fast rule
+    reads, however indirectly, to be evaluated at the server's interval; the rest (warnings, tickets, what only they
+    and the dashboards read) can wait a minute. Why: at a thousand replicas the latency bucket rates the warnings
+    and dashboards read cost more than an evaluation interval can spare, and no page waits for them. A rule reads
+    only rules above it, so one pass from the end finds every input of a fast rule before reaching it."""
+    recorded = {rule["record"] for rule in rules if "record" in rule}
+    needed: set[str] = set()
+    fast: list[int] = []
+    for i in range(len(rules) - 1, -1, -1):
+        rule = rules[i]
+        if rule.get("record") in needed or rule.get("labels", {}).get(SEVERITY_LABEL) == PAGE_SEVERITY:
+            fast.append(i)
+            needed |= recorded & set(RECORD_NAME.findall(rule["expr"]))
+    kept = set(fast)
+    return [rules[i] for i in reversed(fast)], [rule for i, rule in enumerate(rules) if i not in kept]
 
 
 def rule_group(name: str, config, rules: list[dict], at_least: str | None = None) -> dict:

@@ -182,7 +182,8 @@ def test_a_models_itl_buckets_summed_from_its_units_equal_those_read_from_raw_bu
                               s.two_speed(5.0, 0.04, 0.2, lambda t: 0.05), phase=phase)
     name = "cluster_namespace_model_name:llm_itl_seconds_bucket:rate5m"
     vmalert = dataclasses.replace(Config(), rules=dataclasses.replace(Config().rules, target="vmalert"))
-    raw = next(r["expr"] for r in build_rules(SPECS["vllm"], vmalert)["groups"][0]["rules"] if r.get("record") == name)
+    raw = next(r["expr"] for g in build_rules(SPECS["vllm"], vmalert)["groups"] for r in g["rules"]
+               if r.get("record") == name)
     reference = tmp_path / "reference.rules.yaml"
     reference.write_text(yaml.safe_dump({"groups": [{"name": "reference", "rules": [
         {"record": "reference_itl_bucket_rate", "expr": raw}]}]}, width=10_000))
@@ -199,6 +200,58 @@ def test_a_models_itl_buckets_summed_from_its_units_equal_those_read_from_raw_bu
          "exp_samples": [{"labels": "{}", "value": 14}]}] + [        # every bucket matched its reference
         {"expr": f"abs({name} - ignoring (llm_engine) reference_itl_bucket_rate) > 1e-12", "eval_time": f"{t}m",
          "exp_samples": []} for t in (10, 15, 20, 25)], interval=f"{s.RESOLUTION_S}s")
+
+
+def _short_share_fleets() -> dict[str, list[s.Series]]:
+    """vLLM: two engine cores counting their own finished requests, one stalled (preempting while nothing
+    completes, so the floor on finished requests decides), and a replica that finishes requests but never
+    preempts. SGLang: two DP groups of one server whose tokenizer counts the server's finished requests."""
+    minutes, onset = 30, 10 * 60
+    vllm = []
+    for rank, finished, preempted in (("0", s.steady(2.0), s.steady(0.1, start=onset)),
+                                      ("1", s.steady(0.0), s.steady(0.05, start=onset))):
+        labels = {"model_name": "m1", "engine": rank, "instance": "v-0"}
+        vllm.append(s.counter("vllm:request_success_total", {**labels, "finished_reason": "stop"}, minutes, finished,
+                              phase=4))
+        vllm.append(s.counter("vllm:num_preemptions_total", labels, minutes, preempted, phase=4))
+    labels = {"model_name": "m1", "engine": "0", "instance": "v-1"}
+    vllm += [s.counter("vllm:request_success_total", {**labels, "finished_reason": "length"}, minutes, s.steady(1.0),
+                       phase=9), s.counter("vllm:num_preemptions_total", labels, minutes, s.steady(0.0), phase=9)]
+    labels = {"model_name": "m1", "engine_type": "unified", "instance": "sg-0"}
+    sglang = [s.counter("sglang:num_requests_total", {**labels, "is_streaming": "true"}, minutes, s.steady(3.0),
+                        phase=7)]
+    for dp, retracted in (("0", s.steady(0.2, start=onset)), ("1", s.steady(0.01))):
+        rank = {"tp_rank": dp, "dp_rank": dp, "pp_rank": "0", "moe_ep_rank": dp}
+        sglang.append(s.counter("sglang:num_retracted_requests_total", {**labels, **rank}, minutes, retracted, phase=7))
+    return {"vllm": vllm, "sglang": sglang}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_units_short_share_from_its_recorded_rates_equals_the_share_read_from_raw_counters(promtool, tmp_path,
+                                                                                            engine):
+    """The page's short-window share divides the unit's preemption and finished-request rates recorded just above
+    it in the same evaluation; on the same series it must equal the share read from the raw counters (what the
+    vmalert build still records), unit for unit, at every evaluation, including where nothing completes."""
+    name = "cluster_namespace_model_name_instance:llm_preemption_share:ratio_rate2m"
+    vmalert = dataclasses.replace(Config(), rules=dataclasses.replace(Config().rules, target="vmalert"))
+    raw = next(r["expr"] for g in build_rules(SPECS[engine], vmalert)["groups"] for r in g["rules"]
+               if r.get("record") == name)
+    ours = next(r["expr"] for g in default_rules()[engine]["groups"] for r in g["rules"] if r.get("record") == name)
+    assert "rate(" not in ours and "rate(" in raw
+    reference = tmp_path / "reference.rules.yaml"
+    reference.write_text(yaml.safe_dump({"groups": [{"name": "reference", "rules": [
+        {"record": "reference_share", "expr": raw}]}]}, width=10_000))
+    rules = tmp_path / f"{engine}.rules.yaml"
+    rules.write_text(render_rules(default_rules()[engine]))
+    units = {"vllm": 3, "sglang": 2}[engine]
+    run_rule_tests(promtool, tmp_path, [rules, reference], [x.render() for x in _short_share_fleets()[engine]], [
+        {"expr": f"count(abs({name} - ignoring (llm_engine) reference_share) >= 0)", "eval_time": f"{t}m",
+         "exp_samples": [{"labels": "{}", "value": units}]} for t in (5, 15, 25)] + [
+        {"expr": f"abs({name} - ignoring (llm_engine) reference_share) > 1e-12", "eval_time": f"{t}m",
+         "exp_samples": []} for t in (5, 9, 11, 12, 15, 20, 25)] + [
+        {"expr": f"count({name} > 0.03)", "eval_time": "15m", "exp_samples": [{"labels": "{}", "value": 2 if
+                                                                              engine == "vllm" else 1}]}],
+        interval=f"{s.RESOLUTION_S}s")
 
 
 # ---- chronic vs burst ----------------------------------------------------------------------------

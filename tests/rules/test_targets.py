@@ -40,17 +40,22 @@ def held_condition(expr: str, hold: str, step: str) -> str:
 def test_a_ruler_without_keep_firing_for_gets_the_hold_in_the_expression(target):
     # the same rules, read from classic histograms only where the ruler has no native-histogram functions
     plain, shaped = rules_for("prometheus", native=RULERS[target].native_histograms), rules_for(target)
-    step = Config().rules.interval or ""          # unset: the subquery steps at the evaluation interval
+    # the subquery steps at the group's interval: the server's evaluation interval in the first group (no step),
+    # 1m in the second (every warning that holds)
+    step = {Alert.PREEMPTIONS_HIGH: ""} | {warning: "1m" for warning in (
+        Alert.DIVERGENCE, Alert.TTFT_HIGH, Alert.ITL_HIGH, Alert.INSTANCE_LATENCY_HIGH)}
     held = {name for name, rule in plain.items() if "keep_firing_for" in rule}
-    assert Alert.PREEMPTIONS_HIGH in held
+    assert held == set(step)
     for name in held:
         condition, hold = plain[name]["expr"], plain[name]["keep_firing_for"]
         assert "keep_firing_for" not in shaped[name]
         if not (target == "vmalert" and name == Alert.PREEMPTIONS_HIGH):   # vmalert's page reads raw series
-            assert held_condition(shaped[name]["expr"], hold, step) == condition
-    # vmalert sees recorded series an evaluation late, so its model's ITL buckets are read from the raw buckets
-    # rather than summed from the per-unit recording (tests/rules/test_group_interval.py pins both expressions)
-    raw_there = {"cluster_namespace_model_name:llm_itl_seconds_bucket:rate5m"} if target == "vmalert" else set()
+            assert held_condition(shaped[name]["expr"], hold, step[name]) == condition
+    # vmalert sees recorded series an evaluation late, so its model's ITL buckets and a unit's short share are read
+    # from the raw series rather than from the per-unit recordings (tests/rules/test_group_interval.py pins both)
+    raw_there = {"cluster_namespace_model_name:llm_itl_seconds_bucket:rate5m",
+                 "cluster_namespace_model_name_instance:llm_preemption_share:ratio_rate2m"}
+    raw_there = raw_there if target == "vmalert" else set()
     assert {k: r for k, r in shaped.items() if k not in held | raw_there} == {
         k: r for k, r in plain.items() if k not in held | raw_there}
 
