@@ -26,7 +26,8 @@ DOC = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- test-budget:begin (make time-tests WRITE=1) -->", "<!-- test-budget:end -->"
 # make test-stack has no budget of its own (.ci/run runs it after make test); it is timed beside them
 BUDGETS_S: dict[str, float | None] = {"test-unit": 60, "test": 8 * 60, "test-stack": None}
-SUMMARY = re.compile(r"^=*\s*(\d+ passed.*?) in [\d.]+s", re.M)
+SUMMARY = re.compile(r"^=*\s*(\d+ (?:failed|passed|errors?)\b.*?) in [\d.]+s", re.M)
+FAILED = re.compile(r"^(?:FAILED|ERROR) .*$", re.M)
 
 
 def run(target: str) -> tuple[float, int, str, tuple[float, float]]:
@@ -37,6 +38,8 @@ def run(target: str) -> tuple[float, int, str, tuple[float, float]]:
     done = subprocess.run(["make", "-s", target], cwd=ROOT, capture_output=True, text=True)
     seconds = time.monotonic() - started
     found = SUMMARY.findall(done.stdout)
+    if done.returncode != 0:   # what failed, or why make stopped: the table's row alone cannot say
+        print("\n".join(FAILED.findall(done.stdout)) or (done.stdout + done.stderr)[-3000:], file=sys.stderr)
     return seconds, done.returncode, found[-1] if found else "no pytest summary", (before, os.getloadavg()[0])
 
 

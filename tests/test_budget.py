@@ -7,6 +7,8 @@ def test_the_summary_is_read_from_pytests_last_line():
     out = ".... [100%]\n=========== 1998 passed, 2 skipped, 3 xfailed in 722.41s (0:12:02) ===========\n"
     assert budget.SUMMARY.findall(out) == ["1998 passed, 2 skipped, 3 xfailed"]
     assert budget.SUMMARY.findall("1122 passed in 48.03s\n") == ["1122 passed"]
+    assert budget.SUMMARY.findall("== 1 failed, 2035 passed, 2 skipped in 577.01s ==\n") == [
+        "1 failed, 2035 passed, 2 skipped"]
 
 
 def test_a_target_over_its_budget_or_failing_is_not_within():
