@@ -335,10 +335,12 @@ def slowest_queries(rows: list[Row], fleets: tuple[Fleet, ...]) -> list[str]:
         return []
     fleet = max(beside, key=lambda f: (f.range_s, f.instances))
     here = [r for r in rows if (r.fleet, r.range_s, r.mode) == (fleet.instances, fleet.range_s, "raw") and r.costs]
+    if not here:
+        return []
     lines = ["", f"Slowest queries at {fleet.instances} instances, {fleet.range_s / 3600:g} h (raw):", "",
              "| dashboard | query | eval s | share of the load's eval s | samples |", "|---" * 5 + "|"]
     for r in here:
         for cost in sorted(r.costs, key=lambda c: -c.seconds)[:SLOWEST]:
             share = cost.seconds / r.seconds if r.seconds else 0.0
             lines.append(f"| {r.dashboard} | {cost.title} | {cost.seconds:.2f} | {share:.0%} | {cost.samples:,} |")
-    return lines if len(lines) > 5 else []
+    return lines
