@@ -51,9 +51,10 @@ check: install
 lint: install
 	$(BIN)/ruff check .
 
-# Two workers, one test file each at a time (files sharing an expensive session fixture in one worker:
-# tests/conftest.py SAME_WORKER); how long it takes on the 2-core machine: docs/testing.md#time-budgets.
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
+# Three workers on two cores, one test file each at a time, the longest first (files sharing an expensive session
+# fixture in one worker: tests/conftest.py SAME_WORKER); a third worker keeps the cores busy while the Alertmanager
+# tests wait for notifications (docs/testing.md#time-budgets, with how long it takes on the 2-core machine).
+PYTEST := $(BIN)/pytest -q -n 3 --dist loadfile
 
 test: deps check lint
 	$(PYTEST) -m "not stack_leg"

@@ -111,13 +111,15 @@ def prometheus_scenarios(stack):
     server.stop()
 
 
-# The slowest files (seconds of their tests, make test on 2026-12-02 with the machine busy: rules 310, hostile_input
-# 239, outputs 190, doctor 155, prometheus3_e2e 148, bounds 146, e2e 141, cli 138, slo_e2e 113, pages 91,
-# alertmanager_e2e 91; sloth_e2e, in make test-stack, 100) start first: `make test` runs one file per worker at a
-# time, and a slow file started last would leave the other core idle at the end.
-SLOWEST_FIRST = ("test_sloth_e2e.py", "test_rules.py", "test_hostile_input.py", "test_outputs.py", "test_doctor.py",
-                 "test_prometheus3_e2e.py", "test_bounds.py", "test_e2e.py", "test_cli.py", "test_slo_e2e.py",
-                 "test_pages.py", "test_alertmanager_e2e.py", "test_victoriametrics_e2e.py", "test_detection.py")
+# The files that take longest start first, and the ones waiting on a wall clock (Alertmanager's notifications, the
+# page-delay and log tests' live servers) before them, so their waits overlap with the other worker's CPU: `make test`
+# runs one file per worker at a time, and a long file started last leaves the other core idle at the end. Measured
+# by a run with `--durations=0` summed per file; the order changes how long a run takes, never what it finds.
+SLOWEST_FIRST = ("test_alertmanager_e2e.py", "test_sloth_e2e.py", "test_rules.py", "test_logs_e2e.py",
+                 "test_prometheus3_e2e.py", "test_hostile_input.py", "test_e2e.py", "test_page_delay_e2e.py",
+                 "test_detection.py", "test_outputs.py", "test_slo_e2e.py", "test_bounds.py",
+                 "test_victoriametrics_e2e.py", "test_pages.py", "test_doctor.py", "test_malformed.py",
+                 "test_bench_cost.py", "test_slo_burn_rates.py", "test_cli.py")
 
 
 # The current stack's share of the suite: every test's leg on it (the `stack` fixture's "current") and the files
@@ -127,11 +129,12 @@ SLOWEST_FIRST = ("test_sloth_e2e.py", "test_rules.py", "test_hostile_input.py", 
 CURRENT_STACK_FILES = ("test_stacks_e2e.py", "test_native_histograms_e2e.py", "test_sloth_e2e.py")
 
 
-@pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers
+@pytest.hookimpl(wrapper=True)   # around pytest's own: markers before -m deselects by them, the order after
 def pytest_collection_modifyitems(items):
     """Everything under tests/e2e/, or asking for a real promtool, mtail or Prometheus, is e2e; whatever is
     neither e2e, publish nor process (the llmdash command run in a fresh interpreter) is unit (`make test-unit`).
-    A test's leg on the current stack, and a file that needs that stack, is `stack_leg` too."""
+    A test's leg on the current stack, and a file that needs that stack, is `stack_leg` too. Then the files in
+    SLOWEST_FIRST order."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("stack") == "current" or item.path.name in CURRENT_STACK_FILES:
@@ -140,9 +143,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.e2e)
         if not any(item.get_closest_marker(kind) for kind in ("e2e", "publish", "process")):
             item.add_marker(pytest.mark.unit)
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: files keep their own order
     _check_same_worker(items)
+    yield   # pytest's own hooks: -m deselects by these markers, and tests are grouped by parametrized fixtures
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: each file's tests in their order
 
 
 # Files that read one expensive session fixture (built once per worker) run in the same worker, so a run builds it
@@ -162,9 +166,11 @@ def _check_same_worker(items) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's file scheduling, with the files of SAME_WORKER sent to one worker."""
+    """xdist's file scheduling, with the files of SAME_WORKER sent to one worker, in collection order (SLOWEST_FIRST):
+    xdist would otherwise reorder the files by their number of tests."""
     if config.getvalue("dist") != "loadfile":
         return None
+    config.option.loadscopereorder = False
     from xdist.scheduler import LoadFileScheduling
 
     class SameWorkerFileScheduling(LoadFileScheduling):
