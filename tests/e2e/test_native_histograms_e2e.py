@@ -43,7 +43,12 @@ JOB = "llmdash-sim"
 # than 10 minutes into the future, so the scraped copy spans less than 70 minutes: a shorter scenario, and a
 # divergence baseline that fits in it.
 TRAFFIC = Traffic(steady_min=35, after_min=25)
-AHEAD_S = 8 * 60      # how far past the wall clock the scraped copy ends
+AHEAD_S = 8 * 60      # how far past the wall clock the scraped copy ends, at most
+# The SLO's day-and-longer windows add up its hourly recording at whole hours (`[…:1h]` subqueries), and the window
+# is one hour long: its whole hour must come this long after it starts, once that recording has a sample (promtool
+# evaluates a group up to a minute in), or those windows answer nothing. A window that starts on the hour (one run
+# in 60, by the wall clock) did that.
+FIRST_HOUR_S = 5 * 60
 # how long before it the reference lies: whole days (every subquery step stays aligned alike), longer than the
 # longest window a rule reads (the 30-day error budget), so neither copy's windows reach the other
 REFERENCE_BEFORE_S = 32 * 86400
@@ -69,12 +74,29 @@ def form(target: str) -> tuple[bool, bool]:
     return next(f for replica, f in FORMS.items() if f'-{replica}:' in target or target.endswith(f"-{replica}"))
 
 
+def scraped_start(now: float, duration_s: float) -> float:
+    """Where the scraped copy starts: on a minute, ending AHEAD_S past `now` or up to FIRST_HOUR_S sooner, so that
+    its first whole hour lies at least FIRST_HOUR_S into it."""
+    start = now // 60 * 60 + AHEAD_S - duration_s
+    return start - max(0.0, FIRST_HOUR_S - (-start) % 3600)
+
+
+def test_the_scraped_copy_holds_a_recorded_whole_hour():
+    """At every minute of the wall clock's hour the one-hour window starts on a minute, holds a whole hour 5 minutes
+    or more after its start, and ends 3 to 8 minutes after the clock's minute."""
+    for minute in range(60):
+        clock = 1_800_000_000 // 3600 * 3600 + minute * 60
+        start = scraped_start(clock + 17.5, 3600)
+        assert start % 60 == 0 and clock + 180 <= start + 3600 <= clock + 480, (minute, start - clock)
+        assert any(t % 3600 == 0 for t in range(int(start) + 300, int(start) + 3601, 60)), (minute, start - clock)
+
+
 @pytest.fixture(scope="module")
 def stores():
     """(server, {"classic": window, "mixed": window}, rule files, instance label of each replica)."""
     scenario = fleet()
     specs = {e: load_engine(e) for e in ENGINES}
-    mixed = time.time() // 60 * 60 + AHEAD_S - scenario.duration_s
+    mixed = scraped_start(time.time(), scenario.duration_s)
     classic = mixed - REFERENCE_BEFORE_S
     targets: dict[str, list[tuple[float, str]]] = {}
     server = Prometheus3(scrape_interval="100ms")
