@@ -25,11 +25,13 @@ import pytest
 
 from llmdash.build import build_dashboards, build_rule_files
 from llmdash.config import Config, Divergence, Levels, Objective, Slo, Thresholds
+from llmdash.durations import seconds
 from llmdash.engines.catalog import load_engine
 from llmdash.lab import replay
 from llmdash.lab.evaluate import evaluate_dashboard
 from llmdash.lab.scenarios import PRIMARY, SECONDARY, Replica, Traffic, build, timed_scrapes
 from llmdash.panels.promql import escape, prometheus3_float
+from llmdash.panels.recorded import SLO_BLOCK
 from llmdash.vocabulary import Alert
 from tests.e2e.test_prometheus3_e2e import range_series
 from tests.support.prometheus3 import Prometheus3, Replay
@@ -44,10 +46,10 @@ JOB = "llmdash-sim"
 # divergence baseline that fits in it.
 TRAFFIC = Traffic(steady_min=35, after_min=25)
 AHEAD_S = 8 * 60      # how far past the wall clock the scraped copy ends, at most
-# The SLO's day-and-longer windows add up its hourly recording at whole hours (`[…:1h]` subqueries), and the window
-# is one hour long: its whole hour must come this long after it starts, once that recording has a sample (promtool
-# evaluates a group up to a minute in), or those windows answer nothing. A window that starts on the hour (one run
-# in 60, by the wall clock) did that.
+# The SLO's day-and-longer windows add up its recording per block (SLO_BLOCK, an hour) at whole blocks (`[…:1h]`
+# subqueries), and the window is one hour long: its whole hour must come this long after it starts, once that
+# recording has a sample (promtool evaluates a group up to a minute in), or those windows answer nothing. A window
+# that starts on the hour (one run in 60, by the wall clock) did that.
 FIRST_HOUR_S = 5 * 60
 # how long before it the reference lies: whole days (every subquery step stays aligned alike), longer than the
 # longest window a rule reads (the 30-day error budget), so neither copy's windows reach the other
@@ -78,7 +80,7 @@ def scraped_start(now: float, duration_s: float) -> float:
     """Where the scraped copy starts: on a minute, ending AHEAD_S past `now` or up to FIRST_HOUR_S sooner, so that
     its first whole hour lies at least FIRST_HOUR_S into it."""
     start = now // 60 * 60 + AHEAD_S - duration_s
-    return start - max(0.0, FIRST_HOUR_S - (-start) % 3600)
+    return start - max(0.0, FIRST_HOUR_S - (-start) % seconds(SLO_BLOCK))
 
 
 def test_the_scraped_copy_holds_a_recorded_whole_hour():
